@@ -1,0 +1,47 @@
+"""Shared fixtures: the dataset mirror and a params file written into a temporary project."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def mirror_dir() -> Path:
+    env = os.environ.get("FAIRDP_DATA_MIRROR")
+    return Path(env) if env else (ROOT.parent / "shared" / "datasets").resolve()
+
+
+@pytest.fixture(scope="session")
+def mirror() -> Path:
+    m = mirror_dir()
+    if not (m / "adult" / "SOURCE.md").is_file():
+        pytest.fail(f"dataset mirror not found at {m}: set FAIRDP_DATA_MIRROR (tests need the real data)")
+    return m
+
+
+@pytest.fixture
+def write_params(tmp_path, mirror, monkeypatch):
+    """Write a params.yaml (the project's own, with overrides) into tmp_path and return its path."""
+    monkeypatch.delenv("FAIRDP_DATA_MIRROR", raising=False)
+
+    def write(overrides: dict | None = None, text: str | None = None) -> Path:
+        p = tmp_path / "params.yaml"
+        if text is None:
+            base = yaml.safe_load((ROOT / "params.yaml").read_text())
+            base["data"]["mirror"] = str(mirror)
+            for dotted, value in (overrides or {}).items():
+                node = base
+                *head, last = dotted.split(".")
+                for k in head:
+                    node = node.setdefault(k, {})
+                node[last] = value
+            text = yaml.safe_dump(base, sort_keys=False)
+        p.write_text(text)
+        return p
+
+    return write

@@ -1,0 +1,70 @@
+"""params.yaml is strict: every mistake names the key path and the file, before any work starts."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+
+import pytest
+
+from fairdp_core.config import ConfigError, load_params
+
+from .conftest import ROOT
+
+
+def test_project_params_are_valid():
+    p = load_params(ROOT / "params.yaml")
+    assert p.seed >= 0
+    assert set(p.data.datasets) == {"adult", "bank", "credit", "law", "compas", "mnist", "utkface"}
+    assert p.data.datasets["mnist"].train_size == 10000
+
+
+@pytest.mark.parametrize(
+    ("overrides", "needle"),
+    [
+        ({"data.datasets.adult.tset_fraction": 0.3}, "data.datasets.adult.tset_fraction: unknown key"),
+        ({"data.mirorr": "x"}, "data.mirorr: unknown key"),
+        ({"trian": {}}, "trian: unknown key"),
+        ({"seed": "twelve"}, "seed:"),
+        ({"data.download": "yes"}, "data.download:"),
+        ({"data.datasets.law.test_fraction": 1.5}, "data.datasets.law.test_fraction:"),
+        ({"data.datasets.mnist.train_size": -3}, "data.datasets.mnist.train_size:"),
+        ({"data.datasets.adullt": {}}, "datasets.adullt: unknown dataset"),
+        ({"data.datasets.adult.group": "colour"}, "datasets.adult.group: unknown group attribute 'colour'"),
+    ],
+)
+def test_bad_params_name_key_and_file(write_params, overrides, needle):
+    path = write_params(overrides)
+    with pytest.raises(ConfigError) as e:
+        load_params(path)
+    assert needle in str(e.value)
+    assert str(path) in str(e.value)
+
+
+def test_missing_required_key(write_params):
+    path = write_params(text="data:\n  datasets: {}\n")
+    with pytest.raises(ConfigError, match=r"seed: required key is missing"):
+        load_params(path)
+
+
+def test_duplicate_key_is_refused(write_params):
+    path = write_params(text="seed: 1\nseed: 2\ndata:\n  datasets: {}\n")
+    with pytest.raises(ConfigError, match=r"duplicate key 'seed' at line 2"):
+        load_params(path)
+
+
+def test_relative_paths_resolve_against_params_file(write_params, tmp_path):
+    p = load_params(write_params({"data.raw_dir": "somewhere/raw"}))
+    assert p.resolve(p.data.raw_dir) == tmp_path / "somewhere" / "raw"
+
+
+def test_cli_typo_fails_fast_and_writes_nothing(write_params, tmp_path):
+    path = write_params({"data.datasets.adult.gruop": "sex"})
+    t0 = time.perf_counter()
+    r = subprocess.run([sys.executable, "-m", "fairdp_core.cli", "--params", str(path), "prepare", "--all"],
+                       capture_output=True, text=True, cwd=tmp_path)
+    assert r.returncode == 2
+    assert "data.datasets.adult.gruop: unknown key" in r.stderr and str(path) in r.stderr
+    assert time.perf_counter() - t0 < 10
+    assert not (tmp_path / "data").exists()

@@ -1,0 +1,210 @@
+"""The seven datasets load from the real mirror with the documented counts; bad files are refused."""
+
+from __future__ import annotations
+
+import gzip
+import shutil
+
+import numpy as np
+import pytest
+
+from fairdp_core.config import load_params
+from fairdp_core.data import (
+    ChecksumError, MissingDataError, RawFile, Sources, load, load_dataset, prepare, sha256_file,
+)
+from fairdp_core.data.loaders import REGISTRY
+from fairdp_core.data.sources import checksums
+
+
+@pytest.fixture(scope="module")
+def params(tmp_path_factory, mirror):
+    import yaml
+
+    from .conftest import ROOT
+
+    d = tmp_path_factory.mktemp("proj")
+    base = yaml.safe_load((ROOT / "params.yaml").read_text())
+    base["data"]["mirror"] = str(mirror)
+    (d / "params.yaml").write_text(yaml.safe_dump(base))
+    return load_params(d / "params.yaml")
+
+
+@pytest.fixture(scope="module")
+def loaded(params):
+    from fairdp_core.data import sources_from_params
+
+    src = sources_from_params(params)
+    return {n: load_dataset(n, params.data.datasets[n], src, seed=params.seed) for n in params.data.datasets}
+
+
+def test_recorded_checksums_match_source_md(mirror):
+    """checksums.json was taken from SOURCE.md; the mirror's files carry exactly those hashes."""
+    for folder, files in checksums().items():
+        text = (mirror / folder / "SOURCE.md").read_text()
+        for name, rec in files.items():
+            assert rec["sha256"] in text
+            assert sha256_file(mirror / folder / name) == rec["sha256"], f"{folder}/{name}"
+
+
+# (dataset, raw row counts from SOURCE.md, total group sizes train+test, rows after documented cleaning)
+EXPECTED = {
+    "adult": ({"train": 32561, "test": 16281}, None, 30162 + 15060),
+    "bank": ({"all": 45211}, None, 45211),
+    "credit": ({"all": 30000}, {"male": 11888, "female": 18112}, 30000),
+    "law": ({"all": 22407}, None, None),
+    "compas": ({"all": 7214}, None, 6172),  # ProPublica's filter keeps 6,172 rows
+    "mnist": ({"train": 60000, "test": 10000}, None, 10000 + 10000),
+    "utkface": ({"all": 23704}, {"White": 10078, "Black": 4525, "Asian": 3434, "Indian": 3975, "Others": 1692},
+                23704),
+}
+
+
+@pytest.mark.parametrize("name", list(EXPECTED))
+def test_dataset_counts_groups_and_types(loaded, name):
+    raw_rows, group_totals, n_clean = EXPECTED[name]
+    d = loaded[name]
+    assert d.notes["raw_rows"] == raw_rows
+    n = len(d.train) + len(d.test)
+    if n_clean is not None:
+        assert n == n_clean
+    totals = d.train.group_sizes(d.n_groups) + d.test.group_sizes(d.n_groups)
+    if group_totals is not None:
+        assert dict(zip(d.group_names, totals.tolist())) == group_totals
+    assert (totals > 0).all()
+    for split in (d.train, d.test):
+        assert split.X.dtype == np.float32 and split.y.dtype == np.int64 and split.group.dtype == np.int64
+        assert np.isfinite(split.X).all()
+        assert set(np.unique(split.y)) <= set(range(d.n_classes))
+        assert split.X.shape[1:] == tuple(d.input_shape)
+
+
+def test_adult_specifics(loaded):
+    d = loaded["adult"]
+    assert d.group_names == ("Male", "Female")
+    assert dict(zip(d.group_names, d.train.group_sizes(2))) == {"Male": 20380, "Female": 9782}
+    assert abs(d.train.y.mean() - 7508 / 30162) < 1e-9  # >50K share after dropping '?' rows
+    assert len(d.feature_names) == d.input_shape[0] == 104
+
+
+def test_mnist_subset_is_stratified_and_images_scaled(loaded):
+    d = loaded["mnist"]
+    assert len(d.train) == 10000
+    full = np.array([5923, 6742, 5958, 6131, 5842, 5421, 5918, 6265, 5851, 5949])
+    assert np.abs(d.train.group_sizes(10) - full * 10000 / 60000).max() <= 1
+    assert (d.test.group_sizes(10) == [980, 1135, 1032, 1010, 982, 892, 958, 1028, 974, 1009]).all()
+    assert (d.train.group == d.train.y).all()
+    assert d.train.X.min() == 0.0 and d.train.X.max() == 1.0
+
+
+@pytest.mark.parametrize("name", ["adult", "bank", "credit", "law", "compas"])
+def test_standardisation_uses_training_rows_only(loaded, name):
+    d = loaded[name]
+    k = len(d.notes["standardisation"]["mean"])  # numeric columns come first
+    tr, te = d.train.X[:, :k].astype(np.float64), d.test.X[:, :k].astype(np.float64)
+    np.testing.assert_allclose(tr.mean(0), 0.0, atol=1e-5)
+    np.testing.assert_allclose(tr.std(0), 1.0, atol=1e-4)
+    assert np.abs(te.mean(0)).max() > 1e-4  # the test rows were not used in the fit
+    onehot = d.train.X[:, k:]
+    assert set(np.unique(onehot)) <= {0.0, 1.0}
+
+
+def test_same_seed_same_split_other_seed_other_split(params, loaded):
+    from fairdp_core.data import sources_from_params
+
+    src = sources_from_params(params)
+    again = load_dataset("compas", params.data.datasets["compas"], src, seed=params.seed)
+    np.testing.assert_array_equal(again.train.X, loaded["compas"].train.X)
+    np.testing.assert_array_equal(again.test.y, loaded["compas"].test.y)
+    other = load_dataset("compas", params.data.datasets["compas"], src, seed=params.seed + 1)
+    assert not np.array_equal(other.train.X, loaded["compas"].train.X)
+
+
+def test_group_as_feature_off_drops_the_column(params):
+    from fairdp_core.data import sources_from_params
+
+    opts = params.data.datasets["adult"].model_copy(update={"group_as_feature": False})
+    d = load_dataset("adult", opts, sources_from_params(params), seed=params.seed)
+    assert not any(f.startswith("sex=") for f in d.feature_names)
+    assert len(d.feature_names) == 102
+
+
+# ----------------------------------------------------------------------------------- refused files
+
+def _corrupt_mirror(mirror, tmp_path, how):
+    m = tmp_path / "mirror"
+    (m / "compas").mkdir(parents=True)
+    src = mirror / "compas" / "compas-scores-two-years.csv.gz"
+    dst = m / "compas" / "compas-scores-two-years.csv.gz"
+    data = src.read_bytes()
+    dst.write_bytes(data[: len(data) // 2] if how == "truncate" else data[:-9] + b"X" + data[-8:])
+    return m
+
+
+@pytest.mark.parametrize("how", ["truncate", "alter"])
+def test_corrupt_file_is_refused_and_nothing_written(mirror, tmp_path, write_params, how):
+    m = _corrupt_mirror(mirror, tmp_path, how)
+    params = load_params(write_params({"data.mirror": str(m)}))
+    expected = checksums()["compas"]["compas-scores-two-years.csv.gz"]["sha256"]
+    with pytest.raises(ChecksumError) as e:
+        prepare(params, "compas")
+    msg = str(e.value)
+    assert "compas-scores-two-years.csv.gz" in msg and expected in msg
+    assert sha256_file(m / "compas" / "compas-scores-two-years.csv.gz") in msg
+    assert not (tmp_path / "data" / "raw" / "compas").exists()  # not copied into the cache
+    assert not (tmp_path / "data" / "prepared").exists()  # nothing downstream
+
+
+def test_missing_file_lists_every_location(tmp_path, write_params):
+    params = load_params(write_params({"data.mirror": str(tmp_path / "nowhere")}))
+    with pytest.raises(MissingDataError) as e:
+        prepare(params, "law")
+    msg = str(e.value)
+    assert str(tmp_path / "data" / "raw" / "law_school" / "bar_pass_prediction.csv.gz") in msg
+    assert str(tmp_path / "nowhere" / "law_school" / "bar_pass_prediction.csv.gz") in msg
+    assert "data.download: true" in msg and "raw.githubusercontent.com" in msg
+    assert checksums()["law_school"]["bar_pass_prediction.csv.gz"]["sha256"] in msg
+
+
+def test_download_path_verifies_uncompressed_canonical_file(tmp_path, mirror):
+    """A canonical (uncompressed) download is gzipped and accepted by its content hash; a bad one is refused."""
+    canon = tmp_path / "canonical" / "compas.csv"
+    canon.parent.mkdir()
+    canon.write_bytes(gzip.open(mirror / "compas" / "compas-scores-two-years.csv.gz").read())
+    raw = RawFile("compas", "compas-scores-two-years.csv.gz", (canon.as_uri(),))
+    src = Sources(raw_dir=tmp_path / "raw", mirror=None, download=True)
+    got = src.fetch(raw)
+    assert gzip.open(got).read() == canon.read_bytes()
+    assert got == tmp_path / "raw" / "compas" / "compas-scores-two-years.csv.gz"
+
+    canon.write_bytes(canon.read_bytes()[:-100])
+    shutil.rmtree(tmp_path / "raw")
+    with pytest.raises(ChecksumError):
+        src.fetch(raw)
+    assert not list((tmp_path / "raw" / "compas").iterdir())  # no partial file left
+
+
+def test_cached_copy_is_reverified(tmp_path, mirror):
+    src = Sources(raw_dir=tmp_path / "raw", mirror=mirror)
+    raw = REGISTRY["compas"].files[0]
+    path = src.fetch(raw)
+    path.write_bytes(path.read_bytes()[:1000])
+    with pytest.raises(ChecksumError):
+        src.fetch(raw)
+
+
+def test_prepare_writes_atomically(params, tmp_path, monkeypatch):
+    out = params.resolve(params.data.prepared_dir) / "compas"
+    d = prepare(params, "compas")
+    back = load(out)
+    np.testing.assert_array_equal(back.train.X, d.train.X)
+    assert back.group_names == d.group_names and back.summary() == d.summary()
+
+    def boom(*a, **k):
+        raise KeyboardInterrupt("killed mid-write")
+
+    monkeypatch.setattr(np, "savez", boom)
+    shutil.rmtree(out)
+    with pytest.raises(KeyboardInterrupt):
+        prepare(params, "compas")
+    assert not out.exists()
+    assert not [p for p in out.parent.iterdir() if p.name.startswith(".compas")]

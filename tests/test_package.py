@@ -1,0 +1,46 @@
+"""The package's surface: exported names exist, and the conda and pip environments agree."""
+
+from __future__ import annotations
+
+import importlib
+import re
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10
+    from pip._vendor import tomli as tomllib
+
+import pytest
+import yaml
+
+from .conftest import ROOT
+
+MODULES = ["fairdp_core", "fairdp_core.config", "fairdp_core.data", "fairdp_core.data.base",
+           "fairdp_core.data.sources", "fairdp_core.data.loaders", "fairdp_core.cli"]
+
+
+@pytest.mark.parametrize("name", MODULES)
+def test_all_exports_exist(name):
+    mod = importlib.import_module(name)
+    assert mod.__all__, name
+    missing = [n for n in mod.__all__ if not hasattr(mod, n)]
+    assert not missing, f"{name}.__all__ names missing attributes: {missing}"
+
+
+def _norm(req: str) -> str:
+    return re.split(r"[<>=!~\[; ]", req.strip(), maxsplit=1)[0].lower().replace("_", "-")
+
+
+def test_environment_yml_matches_pyproject():
+    py = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    wanted = {_norm(r) for r in py["dependencies"] + py["optional-dependencies"]["dev"]}
+    env = yaml.safe_load((ROOT / "environment.yml").read_text())
+    conda, pip = set(), set()
+    for d in env["dependencies"]:
+        if isinstance(d, dict):
+            pip |= {_norm(r) for r in d["pip"] if not r.startswith("-e")}
+        else:
+            conda.add(_norm(d))
+    conda.discard("python")
+    conda.discard("pip")
+    conda = {"torch" if c == "pytorch" else c for c in conda}
+    assert conda | pip == wanted, f"only in environment.yml: {(conda | pip) - wanted}; only in pyproject: {wanted - (conda | pip)}"
