@@ -1,0 +1,287 @@
+"""Train a bank of M models at once: SGD, DP-SGD, DP-SGD-S and DP-SGD-S as first described.
+
+Each model m trains on its own subset of the training pool (row m of a boolean membership matrix [M, n]) with
+its own random streams (initialisation, Poisson sampling, gradient noise, count noise), derived from one seed by
+``numpy.random.SeedSequence(seed).spawn(M)``: model m's result does not depend on which models train beside it.
+
+One step, for every model (STUDY.md §3): Poisson batch with rate q_m = B / n_m; per-sample gradients; factors
+from the policy's bounds (:func:`~fairdp_core.engine.policies.clip_factors`); clipped sum + N(0, (σ_g·max_k C_k)²);
+divided by the expected batch size B (never the realised one; an empty batch still gets noise and counts as a
+step); SGD update; then the policy updates its bounds (DP-SGD-S: from noised counts).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import tempfile
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Literal
+
+import numpy as np
+import torch
+from torch import nn
+from tqdm.auto import tqdm
+
+from ..models import build_model
+from .accounting import Accountant, Accounting, calibrate_sigma, combine_sigmas, epsilon, split_sigma
+from .backends import Backend, make_backend, stack_params
+from .policies import ClipPolicy, FixedClip, clip_factors, GroupEMAPercentileClip, GroupQuantileClip, NoClip
+from .sampling import PoissonBank
+
+__all__ = ["Algorithm", "ALGORITHMS", "TrainSpec", "TrainedBank", "train_bank", "model_generators"]
+
+Algorithm = Literal["sgd", "dpsgd", "dpsgd_s", "dpsgd_s_nonprivate"]
+ALGORITHMS: tuple[str, ...] = ("sgd", "dpsgd", "dpsgd_s", "dpsgd_s_nonprivate")
+
+
+@dataclass(frozen=True)
+class TrainSpec:
+    """Hyperparameters of one trained configuration (all keyword-only).
+
+    ``target_epsilon``: calibrate σ to it (with ``delta``, the sampler's q and T) unless ``noise_multiplier`` is
+    given (for DP-SGD-S that is σ_eff). DP-SGD-S: ``tau`` (C_k = τ·Q_k), ``gamma`` (target quantile), ``eta_q``,
+    ``sigma_b`` (count noise; None: B/20 as in Andrew et al.), ``c_min``, ``q_init``. The non-private variant uses
+    ``ema_momentum`` and ``percentile``.
+    """
+
+    algorithm: Algorithm
+    model: str = "lr"
+    epochs: float = 1.0
+    batch_size: int = 256
+    lr: float = 0.1
+    clip: float = 1.0
+    target_epsilon: float | None = None
+    noise_multiplier: float | None = None
+    delta: float = 1e-5
+    accountant: Accountant = "rdp"
+    tau: float = 1.0
+    gamma: float = 0.75
+    eta_q: float = 0.2
+    sigma_b: float | None = None
+    c_min: float = 0.01
+    q_init: float = 1.0
+    ema_momentum: float = 0.9
+    percentile: float = 75.0
+    hidden: int = 256
+
+    def __post_init__(self) -> None:
+        if self.algorithm not in ALGORITHMS:
+            raise ValueError(f"unknown algorithm {self.algorithm!r}; known: {', '.join(ALGORITHMS)}")
+        if self.algorithm != "sgd" and self.target_epsilon is None and self.noise_multiplier is None:
+            raise ValueError(f"{self.algorithm} needs target_epsilon or noise_multiplier")
+        if self.batch_size <= 0 or self.epochs <= 0 or self.lr <= 0:
+            raise ValueError("batch_size, epochs and lr must be positive")
+
+
+def model_generators(seed: int, M: int, *, device: torch.device | str = "cpu") -> list[dict[str, torch.Generator]]:
+    """Per model: independent generators ``init``, ``sample``, ``noise``, ``count`` from SeedSequence(seed)."""
+    out = []
+    for ss in np.random.SeedSequence(seed).spawn(M):
+        gens = {}
+        for name, child in zip(("init", "sample", "noise", "count"), ss.spawn(4)):
+            dev = "cpu" if name in ("init", "sample") else device
+            g = torch.Generator(device=dev)
+            g.manual_seed(int(child.generate_state(1, np.uint64)[0] % (2**63 - 1)))
+            gens[name] = g
+        out.append(gens)
+    return out
+
+
+def _init_module(module: nn.Module, g: torch.Generator) -> nn.Module:
+    """PyTorch's default init, U(−1/√fan_in, 1/√fan_in) for weights and biases, drawn from ``g``."""
+    for layer in module.modules():
+        if isinstance(layer, (nn.Linear, nn.Conv2d)):
+            fan_in = layer.weight[0].numel()
+            bound = 1.0 / math.sqrt(fan_in)
+            with torch.no_grad():
+                nn.init.uniform_(layer.weight, -bound, bound, generator=g)
+                nn.init.uniform_(layer.bias, -bound, bound, generator=g)
+    return module
+
+
+class _NoiseBank:
+    """Standard normal draws [M, P] per step, each model from its own generator, pre-drawn in blocks."""
+
+    def __init__(self, gens: list[torch.Generator], P: int, device) -> None:
+        self.gens, self.P, self.device = gens, P, device
+        self.block = int(min(64, max(1, 2**16 // max(P, 1))))  # depends on P only, never on M
+        self._buf, self._t = None, self.block
+
+    def next(self) -> torch.Tensor:
+        if self._t >= self.block:
+            self._buf = torch.stack([torch.randn(self.block, self.P, generator=g, device=self.device)
+                                     for g in self.gens], dim=1)  # [block, M, P]
+            self._t = 0
+        out = self._buf[self._t]
+        self._t += 1
+        return out
+
+
+@dataclass
+class TrainedBank:
+    """M trained models: stacked parameters, accounting per model, final clipping state, timings."""
+
+    spec: TrainSpec
+    input_shape: tuple[int, ...]
+    n_classes: int
+    params: dict[str, torch.Tensor]
+    accounting: list[Accounting]
+    membership: np.ndarray
+    policy_state: dict[str, torch.Tensor] = field(default_factory=dict)
+    steps: int = 0
+    seconds: float = 0.0
+    seed: int = 0
+
+    @property
+    def n_models(self) -> int:
+        return next(iter(self.params.values())).shape[0]
+
+    def module(self) -> nn.Module:
+        return build_model(self.spec.model, self.input_shape, self.n_classes, hidden=self.spec.hidden)
+
+    def backend(self) -> Backend:
+        return make_backend(self.module())
+
+    @torch.no_grad()
+    def evaluate(self, X: np.ndarray | torch.Tensor, y: np.ndarray | torch.Tensor, *, batch_size: int = 2048,
+                 models: slice | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """Per model and record: (loss [M, N] float32 cross-entropy, logits [M, N, C] float32), in batches."""
+        X = torch.as_tensor(X)
+        y = torch.as_tensor(y)
+        be = self.backend()
+        params = {k: v[models] if models is not None else v for k, v in self.params.items()}
+        losses, logits = [], []
+        for s in range(0, len(y), batch_size):
+            z = be.forward(params, X[s:s + batch_size])  # [M, b, C]
+            yy = y[s:s + batch_size].expand(z.shape[0], -1)
+            losses.append(nn.functional.cross_entropy(z.transpose(1, 2), yy, reduction="none"))
+            logits.append(z)
+        return torch.cat(losses, 1).numpy(), torch.cat(logits, 1).numpy()
+
+    def accuracy(self, X, y) -> np.ndarray:
+        """[M] accuracy of each model on (X, y)."""
+        _, logits = self.evaluate(X, y)
+        return (logits.argmax(-1) == np.asarray(y)[None]).mean(1)
+
+    def save(self, path: str | os.PathLike) -> None:
+        """torch.save to a temp file, then rename (a killed write never leaves a plausible file)."""
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+        os.close(fd)
+        try:
+            torch.save({"spec": asdict(self.spec), "input_shape": self.input_shape, "n_classes": self.n_classes,
+                        "params": self.params, "accounting": [a.as_dict() for a in self.accounting],
+                        "membership": self.membership, "policy_state": self.policy_state,
+                        "steps": self.steps, "seconds": self.seconds, "seed": self.seed}, tmp)
+            os.replace(tmp, path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+
+    @classmethod
+    def load(cls, path: str | os.PathLike) -> "TrainedBank":
+        d = torch.load(path, weights_only=False)
+        return cls(spec=TrainSpec(**d["spec"]), input_shape=tuple(d["input_shape"]), n_classes=d["n_classes"],
+                   params=d["params"], accounting=[Accounting(**a) for a in d["accounting"]],
+                   membership=d["membership"], policy_state=d["policy_state"], steps=d["steps"],
+                   seconds=d["seconds"], seed=d["seed"])
+
+
+def _sigmas(spec: TrainSpec, q: float, steps: int) -> tuple[float, float | None, float]:
+    """(σ_g, σ_b, σ_eff) for the spec, calibrated at sampling rate q over ``steps``."""
+    if spec.algorithm == "sgd":
+        return 0.0, None, 0.0
+    sigma_eff = spec.noise_multiplier if spec.noise_multiplier is not None else calibrate_sigma(
+        spec.target_epsilon, sample_rate=q, steps=steps, delta=spec.delta, accountant=spec.accountant)
+    if spec.algorithm == "dpsgd_s":
+        sigma_b = spec.sigma_b if spec.sigma_b is not None else spec.batch_size / 20.0
+        return split_sigma(sigma_eff, sigma_b), sigma_b, sigma_eff
+    return sigma_eff, None, sigma_eff
+
+
+def _policy(spec, M, K, sigma_g, sigma_b, q, group_sizes, gens) -> ClipPolicy:
+    if spec.algorithm == "sgd":
+        return NoClip(M, K)
+    if spec.algorithm == "dpsgd":
+        return FixedClip(M, K, sigma_g, clip=spec.clip)
+    if spec.algorithm == "dpsgd_s":
+        return GroupQuantileClip(M, K, sigma_g, sigma_b=sigma_b, tau=spec.tau, gamma=spec.gamma, eta=spec.eta_q,
+                                 c_min=spec.c_min, q_init=spec.q_init, sample_rate=q, group_sizes=group_sizes,
+                                 generators=[g["count"] for g in gens])
+    return GroupEMAPercentileClip(M, K, sigma_g, tau=spec.tau, c_min=spec.c_min, init=spec.q_init,
+                                  momentum=spec.ema_momentum, percentile=spec.percentile)
+
+
+def train_bank(X: np.ndarray, y: np.ndarray, group: np.ndarray, membership: np.ndarray, spec: TrainSpec, *,
+               n_classes: int, n_groups: int | None = None, seed: int, device: str | None = None,
+               progress: bool = True, desc: str | None = None) -> TrainedBank:
+    """Train M = membership.shape[0] models; model m on the records where ``membership[m]`` is True.
+
+    X [n, ...] float32, y [n] int64, group [n] int64, membership [M, n] bool. Returns a :class:`TrainedBank`
+    whose ``accounting[m]`` records σ_g, σ_b, σ_eff, q_m, T, δ, the accountant and ε spent by model m.
+    """
+    membership = np.asarray(membership, dtype=bool)
+    if membership.ndim != 2 or membership.shape[1] != len(y):
+        raise ValueError(f"membership must be [M, n={len(y)}], got {membership.shape}")
+    dev = torch.device(device or "cpu")
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        raise RuntimeError("device 'cuda' requested but CUDA is not available")
+    M = membership.shape[0]
+    K = int(n_groups if n_groups is not None else group.max() + 1)
+    Xt, yt, gt = (torch.as_tensor(a).to(dev) for a in (X, y, group))
+    pools = [torch.as_tensor(np.flatnonzero(r)) for r in membership]
+    n_m = np.array([len(p) for p in pools], dtype=np.float64)
+    if (n_m < spec.batch_size).any():
+        raise ValueError(f"every model needs at least batch_size={spec.batch_size} records; smallest has {n_m.min():.0f}")
+    q = spec.batch_size / n_m  # [M]
+    steps = int(round(spec.epochs * n_m.mean() / spec.batch_size))
+    sigma_g, sigma_b, sigma_eff = _sigmas(spec, float(q.max()), steps)  # calibrated at the largest q: safe for all
+
+    gens = model_generators(seed, M, device=dev)
+    input_shape = tuple(X.shape[1:])
+    modules = [_init_module(build_model(spec.model, input_shape, n_classes, hidden=spec.hidden), g["init"])
+               for g in gens]
+    params = {k: v.to(dev) for k, v in stack_params(modules).items()}
+    backend = make_backend(modules[0].to(dev))
+    group_sizes = torch.as_tensor(np.stack([np.bincount(group[r], minlength=K) for r in membership]),
+                                  dtype=torch.float32)
+    policy = _policy(spec, M, K, sigma_g, sigma_b, torch.as_tensor(q, dtype=torch.float32), group_sizes, gens)
+    sampler = PoissonBank(pools, q.tolist(), [g["sample"] for g in gens])
+    names = list(params)
+    sizes = [params[n][0].numel() for n in names]
+    noise_bank = _NoiseBank([g["noise"] for g in gens], sum(sizes), dev) if spec.algorithm != "sgd" else None
+
+    t0 = time.perf_counter()
+    for _ in tqdm(range(steps), desc=desc or f"{spec.algorithm} x{M}", disable=not progress, mininterval=1.0):
+        idx, w = sampler.next()
+        idx, w = idx.to(dev), w.to(dev)
+        xb, yb, gb = Xt[idx], yt[idx], gt[idx]
+        with torch.no_grad():
+            norms, ctx = backend.per_sample(params, xb, yb)
+            factors = clip_factors(norms, gb, policy.bounds().to(dev)) * w
+            grads = backend.clipped_sum(ctx, factors)
+            if noise_bank is not None:
+                std = policy.noise_std().to(dev)  # [M], bounds before this step's update
+                noise = noise_bank.next() * std[:, None]
+                for n, chunk in zip(names, torch.split(noise, sizes, dim=1)):
+                    grads[n] += chunk.view_as(grads[n])
+            for n in names:
+                params[n].sub_(grads[n], alpha=spec.lr / spec.batch_size)
+            policy.update(norms.cpu(), gb.cpu(), w.cpu())
+    seconds = time.perf_counter() - t0
+
+    spent = {qm: epsilon(sigma_eff, sample_rate=qm, steps=steps, delta=spec.delta, accountant=spec.accountant)
+             for qm in set(q.tolist())}  # σ_eff = 0 (SGD) gives ε = ∞
+    accounting = [Accounting(
+        algorithm=spec.algorithm, sigma_g=sigma_g, sigma_b=sigma_b, sigma_eff=sigma_eff, sample_rate=float(q[m]),
+        steps=steps, delta=spec.delta, accountant=spec.accountant, epsilon=spent[float(q[m])],
+        target_epsilon=spec.target_epsilon, guaranteed=policy.guaranteed and spec.algorithm != "sgd",
+    ) for m in range(M)]
+    return TrainedBank(spec=spec, input_shape=input_shape, n_classes=n_classes,
+                       params={k: v.cpu() for k, v in params.items()}, accounting=accounting,
+                       membership=membership, policy_state=policy.state(), steps=steps, seconds=seconds, seed=seed)
+
