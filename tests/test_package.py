@@ -15,7 +15,10 @@ import yaml
 from .conftest import ROOT
 
 MODULES = ["fairdp_core", "fairdp_core.config", "fairdp_core.data", "fairdp_core.data.base",
-           "fairdp_core.data.sources", "fairdp_core.data.loaders", "fairdp_core.cli"]
+           "fairdp_core.data.sources", "fairdp_core.data.loaders", "fairdp_core.cli", "fairdp_core.models",
+           "fairdp_core.engine", "fairdp_core.engine.accounting", "fairdp_core.engine.backends",
+           "fairdp_core.engine.policies", "fairdp_core.engine.sampling", "fairdp_core.engine.trainer",
+           "fairdp_core.opacus_compat"]
 
 
 @pytest.mark.parametrize("name", MODULES)

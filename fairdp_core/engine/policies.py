@@ -47,7 +47,9 @@ class ClipPolicy:
         raise NotImplementedError
 
     def noise_std(self) -> torch.Tensor:
-        """[M]: σ_g · max over all K groups of C_k (never over the groups present in the batch)."""
+        """[M]: σ_g · max over all K groups of C_k (never over the groups present in the batch); 0 when σ_g = 0."""
+        if self.sigma == 0:
+            return torch.zeros(self.M)
         return self.sigma * self.bounds().amax(dim=1)
 
     def update(self, norms: torch.Tensor, groups: torch.Tensor, weights: torch.Tensor) -> None:
@@ -66,9 +68,6 @@ class NoClip(ClipPolicy):
 
     def bounds(self) -> torch.Tensor:
         return self._b
-
-    def noise_std(self) -> torch.Tensor:
-        return torch.zeros(self.M)
 
 
 class FixedClip(ClipPolicy):

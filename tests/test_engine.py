@@ -1,0 +1,292 @@
+"""The batched engine against independent references: autograd loops, plain SGD, Opacus, the accountant."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from torch import nn
+
+from fairdp_core.engine import (
+    FixedClip, GroupQuantileClip, PoissonBank, TrainSpec, calibrate_sigma, clip_factors, combine_sigmas,
+    distinct_prefix, epsilon, make_backend, model_generators, split_sigma, stack_params, train_bank,
+)
+from fairdp_core.engine.trainer import _init_module, _NoiseBank
+from fairdp_core.models import build_model
+
+
+def _modules(name, shape, C, M, seed=0):
+    return [_init_module(build_model(name, shape, C, hidden=16), g["init"]) for g in model_generators(seed, M)]
+
+
+# ------------------------------------------------------------------ per-sample gradients: slow reference
+
+@pytest.mark.parametrize(("name", "shape", "C"), [("lr", (7,), 3), ("mlp", (7,), 2), ("cnn", (1, 28, 28), 10),
+                                                  ("cnn", (1, 48, 48), 2)])
+def test_per_sample_gradients_match_single_sample_loop(name, shape, C):
+    M, W = 3, 5
+    torch.manual_seed(0)
+    mods = _modules(name, shape, C, M)
+    params = stack_params(mods)
+    x = torch.randn(M, W, *shape)
+    y = torch.randint(0, C, (M, W))
+    be = make_backend(mods[0])
+    norms, ctx = be.per_sample(params, x, y)
+    factors = torch.rand(M, W)
+    sums = be.clipped_sum(ctx, factors)
+    for m in range(M):
+        ref_sum = {n: torch.zeros_like(p) for n, p in mods[m].named_parameters()}
+        for i in range(W):
+            mods[m].zero_grad()
+            nn.functional.cross_entropy(mods[m](x[m, i:i + 1]), y[m, i:i + 1], reduction="sum").backward()
+            g = {n: p.grad.detach().clone() for n, p in mods[m].named_parameters()}
+            ref_norm = torch.sqrt(sum((v ** 2).sum() for v in g.values()))
+            torch.testing.assert_close(norms[m, i], ref_norm, atol=1e-5, rtol=1e-4)
+            for n in g:
+                ref_sum[n] += factors[m, i] * g[n]
+        for n in ref_sum:
+            torch.testing.assert_close(sums[n][m], ref_sum[n], atol=1e-5, rtol=1e-4)
+
+
+def test_evaluate_matches_module_forward():
+    d, C, M = 6, 3, 4
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(600, d)).astype(np.float32)
+    y = rng.integers(0, C, 600)
+    bank = train_bank(X, y, np.zeros(600, np.int64), np.ones((M, 600), bool),
+                      TrainSpec(algorithm="sgd", model="mlp", hidden=16, epochs=1, batch_size=50),
+                      n_classes=C, seed=3, progress=False)
+    loss, logits = bank.evaluate(X, y, batch_size=128)
+    assert loss.shape == (M, 600) and logits.shape == (M, 600, C)
+    mod = bank.module()
+    mod.load_state_dict({k: v[2] for k, v in bank.params.items()})
+    with torch.no_grad():
+        z = mod(torch.as_tensor(X))
+    np.testing.assert_allclose(logits[2], z.numpy(), atol=1e-5)
+    np.testing.assert_allclose(loss[2], nn.functional.cross_entropy(z, torch.as_tensor(y), reduction="none"),
+                               atol=1e-5)
+
+
+# ----------------------------------------------------------------------------- σ = 0, no clip = SGD
+
+def test_dpsgd_with_zero_noise_and_no_clipping_is_plain_sgd():
+    rng = np.random.default_rng(1)
+    n, d, C, M, B, lr = 400, 5, 2, 3, 40, 0.3
+    X = rng.normal(size=(n, d)).astype(np.float32)
+    y = rng.integers(0, C, n)
+    g = rng.integers(0, 2, n)
+    mem = rng.random((M, n)) < 0.7
+    spec = TrainSpec(algorithm="dpsgd", model="mlp", hidden=8, epochs=2, batch_size=B, lr=lr, clip=math.inf,
+                     noise_multiplier=0.0)
+    bank = train_bank(X, y, g, mem, spec, n_classes=C, seed=11, progress=False)
+    # Reference: autograd on nn.Modules, same initial weights and the same Poisson batches, loss summed / B.
+    gens = model_generators(11, M)
+    mods = [_init_module(build_model("mlp", (d,), C, hidden=8), gg["init"]) for gg in gens]
+    pools = [torch.as_tensor(np.flatnonzero(r)) for r in mem]
+    sampler = PoissonBank(pools, [B / len(p) for p in pools], [gg["sample"] for gg in gens])
+    opts = [torch.optim.SGD(m.parameters(), lr=lr) for m in mods]
+    for _ in range(bank.steps):
+        idx, w = sampler.next()
+        for m in range(M):
+            rows = idx[m][w[m] > 0]
+            opts[m].zero_grad()
+            out = mods[m](torch.as_tensor(X)[rows])
+            (nn.functional.cross_entropy(out, torch.as_tensor(y)[rows], reduction="sum") / B).backward()
+            opts[m].step()
+    for m in range(M):
+        for name, p in mods[m].named_parameters():
+            torch.testing.assert_close(bank.params[name][m], p.detach(), atol=2e-5, rtol=1e-4)
+
+
+# ------------------------------------------------------------------------------------ clip factors seam
+
+def test_clip_factors_hand_computed():
+    norms = torch.tensor([[0.5, 2.0, 4.0, 0.0]])
+    groups = torch.tensor([[0, 0, 1, 1]])
+    bounds = torch.tensor([[1.0, 2.0]])
+    f = clip_factors(norms, groups, bounds)
+    torch.testing.assert_close(f, torch.tensor([[1.0, 1.0 / (2.0 + 1e-6), 2.0 / (4.0 + 1e-6), 1.0]]))
+    assert (clip_factors(norms, groups, torch.full((1, 2), math.inf)) == 1).all()
+
+
+def test_noise_std_uses_max_over_all_groups_not_batch():
+    pol = FixedClip(2, 3, 1.5, clip=2.0)
+    torch.testing.assert_close(pol.noise_std(), torch.tensor([3.0, 3.0]))
+    gq = GroupQuantileClip(1, 3, 2.0, sigma_b=5.0, tau=1.0, gamma=0.5, eta=0.2, c_min=0.1, q_init=1.0,
+                           sample_rate=torch.tensor([0.1]), group_sizes=torch.tensor([[100.0, 100.0, 100.0]]),
+                           generators=[torch.Generator().manual_seed(0)])
+    gq.Q = torch.tensor([[0.5, 3.0, 1.0]])
+    # a batch holding only group 0 still gets noise scaled by the largest bound (group 1's 3.0)
+    torch.testing.assert_close(gq.noise_std(), torch.tensor([6.0]))
+    torch.testing.assert_close(gq.bounds(), torch.tensor([[0.5, 3.0, 1.0]]))
+
+
+# --------------------------------------------------------------------------------------- sensitivity
+
+def test_sensitivity_replay_neighbouring_batches():
+    """Adding one extreme record of any group moves the clipped sum by at most max_k C_k, and the DP-SGD-S
+    counts by at most 1 in one coordinate (L2 sensitivity 1); bounds change only through the noised counts."""
+    torch.manual_seed(0)
+    d, C, K, W = 6, 2, 3, 30
+    mod = _modules("mlp", (d,), C, 1)[0]
+    params = stack_params([mod])
+    be = make_backend(mod)
+    x = torch.randn(1, W, d)
+    y = torch.randint(0, C, (1, W))
+    grp = torch.randint(0, K, (1, W))
+    pol = GroupQuantileClip(1, K, 1.0, sigma_b=4.0, tau=1.2, gamma=0.75, eta=0.2, c_min=0.05, q_init=0.3,
+                            sample_rate=torch.tensor([0.1]), group_sizes=torch.full((1, K), 300.0),
+                            generators=[torch.Generator().manual_seed(5)])
+    pol.Q = torch.tensor([[0.2, 0.6, 0.4]])
+    bounds = pol.bounds()
+    n0, c0 = be.per_sample(params, x, y)
+    s0 = be.clipped_sum(c0, clip_factors(n0, grp, bounds))
+    counts0 = pol.count_below(n0, grp, torch.ones(1, W))
+    for k in range(K):
+        x1 = torch.cat([x, 1e3 * torch.ones(1, 1, d)], 1)  # an extreme record of group k
+        y1, g1 = torch.cat([y, torch.tensor([[1]])], 1), torch.cat([grp, torch.tensor([[k]])], 1)
+        n1, c1 = be.per_sample(params, x1, y1)
+        s1 = be.clipped_sum(c1, clip_factors(n1, g1, bounds))
+        diff = torch.sqrt(sum(((s1[n] - s0[n]) ** 2).sum() for n in s0))
+        assert diff <= bounds.max() * (1 + 1e-5)
+        assert diff <= bounds[0, k] * (1 + 1e-5)  # in fact by at most that group's own bound
+        counts1 = pol.count_below(n1, g1, torch.ones(1, W + 1))
+        assert torch.linalg.norm(counts1 - counts0) <= 1.0
+    # the bound update reads the batch only through the counts: same counts and noise -> same Q
+    a = GroupQuantileClip(1, K, 1.0, sigma_b=4.0, tau=1.2, gamma=0.75, eta=0.2, c_min=0.05, q_init=0.3,
+                          sample_rate=torch.tensor([0.1]), group_sizes=torch.full((1, K), 300.0),
+                          generators=[torch.Generator().manual_seed(9)])
+    b = GroupQuantileClip(1, K, 1.0, sigma_b=4.0, tau=1.2, gamma=0.75, eta=0.2, c_min=0.05, q_init=0.3,
+                          sample_rate=torch.tensor([0.1]), group_sizes=torch.full((1, K), 300.0),
+                          generators=[torch.Generator().manual_seed(9)])
+    norms_a = torch.tensor([[0.1, 0.2, 5.0]])
+    norms_b = torch.tensor([[0.25, 0.01, 50.0]])  # different norms, same below/above pattern
+    g3 = torch.tensor([[0, 1, 2]])
+    a.update(norms_a, g3, torch.ones(1, 3))
+    b.update(norms_b, g3, torch.ones(1, 3))
+    torch.testing.assert_close(a.Q, b.Q)
+
+
+def test_sigma_split_and_combination():
+    for se, sb in [(1.0, 12.8), (0.7, 2.0), (3.0, 3.5)]:
+        assert math.isclose(combine_sigmas(split_sigma(se, sb), sb), se, rel_tol=1e-12)
+        assert split_sigma(se, sb) > se
+    with pytest.raises(ValueError, match="must exceed"):
+        split_sigma(2.0, 1.5)
+
+
+# ------------------------------------------------------------------------------------------- sampling
+
+def test_distinct_prefix_hand_case():
+    draws = torch.tensor([[3, 1, 3, 2, 1, 0], [5, 5, 5, 5, 5, 5]])
+    vals, ok = distinct_prefix(draws, torch.tensor([3, 2]))
+    assert vals[0].tolist() == [3, 1, 2] and ok[0].all()
+    assert ok[1].sum() == 1  # only one distinct value: the caller must redraw
+
+
+def test_poisson_batch_sizes_and_membership():
+    n_pool, q, M, T = 5000, 0.02, 4, 800
+    rng = np.random.default_rng(0)
+    pools = [torch.as_tensor(np.sort(rng.choice(20000, n_pool, replace=False))) for _ in range(M)]
+    gens = [g["sample"] for g in model_generators(7, M)]
+    bank = PoissonBank(pools, [q] * M, gens)
+    sizes = np.zeros((T, M))
+    for t in range(T):
+        idx, w = bank.next()
+        for m in range(M):
+            rows = idx[m][w[m] > 0].numpy()
+            sizes[t, m] = len(rows)
+            assert len(np.unique(rows)) == len(rows)
+            assert np.isin(rows, pools[m].numpy()).all()
+    mean, var = n_pool * q, n_pool * q * (1 - q)
+    se = math.sqrt(var / (T * M))
+    assert abs(sizes.mean() - mean) < 4 * se, (sizes.mean(), mean, se)
+    assert abs(sizes.var() / var - 1) < 0.1
+    # inclusion is uniform over the pool: each record's inclusion frequency is close to q
+    assert np.corrcoef(sizes[:, 0], sizes[:, 1])[0, 1] < 0.15  # models do not share draws
+
+
+# ---------------------------------------------------------------------------------------------- noise
+
+def _std_ok(samples: torch.Tensor, expected: float, tol: float = 0.005) -> bool:
+    return abs(samples.double().std().item() / expected - 1) <= tol
+
+
+def test_noise_std_within_half_percent_and_rejects_wrong_scales():
+    """Seed 0, 10^6 draws: the std estimate's SE is 0.07%, so a 0.5% tolerance is 7 SE."""
+    gens = [g["noise"] for g in model_generators(0, 4)]
+    nb = _NoiseBank(gens, 250_000, "cpu")
+    std = FixedClip(4, 1, 1.3, clip=0.7).noise_std()  # σ·C = 0.91
+    draws = nb.next() * std[:, None]
+    assert draws.numel() == 10**6
+    assert _std_ok(draws, 0.91)
+    assert abs(draws.double().mean().item()) < 5 * 0.91 / 1000
+    assert not _std_ok(draws * 0.9, 0.91)
+    assert not _std_ok(draws * 1.1, 0.91)
+
+
+def test_noise_independent_across_models_and_of_bank_size():
+    a = _NoiseBank([g["noise"] for g in model_generators(5, 3)], 100_000, "cpu").next()
+    b = _NoiseBank([g["noise"] for g in model_generators(5, 6)], 100_000, "cpu").next()
+    torch.testing.assert_close(a, b[:3])  # model m's stream does not depend on M
+    c = torch.corrcoef(a)
+    off = c[~torch.eye(3, dtype=torch.bool)]
+    assert off.abs().max() < 5 / math.sqrt(100_000)
+
+
+def test_training_is_deterministic_and_model_independent_of_bank():
+    rng = np.random.default_rng(2)
+    X = rng.normal(size=(500, 4)).astype(np.float32)
+    y = rng.integers(0, 2, 500)
+    g = rng.integers(0, 2, 500)
+    mem = rng.random((4, 500)) < 0.6
+    spec = TrainSpec(algorithm="dpsgd_s", model="lr", epochs=2, batch_size=50, noise_multiplier=1.0, sigma_b=5.0)
+    b1 = train_bank(X, y, g, mem, spec, n_classes=2, seed=4, progress=False)
+    b2 = train_bank(X, y, g, mem, spec, n_classes=2, seed=4, progress=False)
+    b3 = train_bank(X, y, g, mem[:2], spec, n_classes=2, seed=4, progress=False)
+    for k in b1.params:
+        torch.testing.assert_close(b1.params[k], b2.params[k], rtol=0, atol=0)
+        torch.testing.assert_close(b1.params[k][:2], b3.params[k], rtol=1e-6, atol=1e-6)
+
+
+# --------------------------------------------------------------------------------------- accounting
+
+def test_rdp_golden_value():
+    assert abs(epsilon(1.5, sample_rate=0.04, steps=2250, delta=1e-5) - 7.32911117) < 1e-6
+    assert epsilon(0.0, sample_rate=0.04, steps=10, delta=1e-5) == math.inf
+
+
+@settings(max_examples=12, deadline=None)
+@given(eps=st.sampled_from([0.5, 1.0, 2.0, 5.0, 10.0]), q=st.floats(0.001, 0.1), epochs=st.integers(1, 20),
+       delta=st.sampled_from([1e-5, 1e-6]))
+def test_calibration_never_overshoots(eps, q, epochs, delta):
+    steps = int(epochs / q)
+    sigma = calibrate_sigma(eps, sample_rate=q, steps=steps, delta=delta)
+    got = epsilon(sigma, sample_rate=q, steps=steps, delta=delta)
+    assert got <= eps
+    assert got >= 0.95 * eps  # and is not needlessly loose
+
+
+def test_accounting_records_everything_and_dpsgd_s_charges_counts():
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(1000, 4)).astype(np.float32)
+    y = rng.integers(0, 2, 1000)
+    g = rng.integers(0, 2, 1000)
+    mem = np.ones((2, 1000), bool)
+    dp = train_bank(X, y, g, mem, TrainSpec(algorithm="dpsgd", epochs=2, batch_size=100, target_epsilon=2.0),
+                    n_classes=2, seed=0, progress=False)
+    s = train_bank(X, y, g, mem, TrainSpec(algorithm="dpsgd_s", epochs=2, batch_size=100, target_epsilon=2.0,
+                                           sigma_b=5.0), n_classes=2, seed=0, progress=False)
+    a, b = dp.accounting[0], s.accounting[0]
+    assert a.steps == b.steps == 20 and a.sample_rate == b.sample_rate == 0.1
+    assert a.epsilon <= 2.0 and b.epsilon <= 2.0 and a.accountant == "rdp" and a.sampling == "poisson"
+    assert b.sigma_eff == pytest.approx(a.sigma_eff)  # the same total budget...
+    assert b.sigma_g > a.sigma_g  # ...so the gradient gets more noise: the counts are paid for
+    assert b.sigma_eff == pytest.approx(combine_sigmas(b.sigma_g, b.sigma_b))
+    ns = train_bank(X, y, g, mem, TrainSpec(algorithm="dpsgd_s_nonprivate", epochs=1, batch_size=100,
+                                            target_epsilon=2.0), n_classes=2, seed=0, progress=False)
+    assert not ns.accounting[0].guaranteed and a.guaranteed

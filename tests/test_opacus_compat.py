@@ -1,0 +1,176 @@
+"""Agreement with Opacus: one DP-SGD step, DP-SGD-S through PrivacyEngine, and accuracy on real Adult data."""
+
+from __future__ import annotations
+
+import copy
+
+import numpy as np
+import pytest
+import torch
+import yaml
+from opacus import GradSampleModule, PrivacyEngine
+from opacus.optimizers import DPOptimizer
+from torch import nn
+from torch.utils.data import DataLoader, TensorDataset
+
+from fairdp_core.engine import TrainSpec, clip_factors, epsilon, make_backend, stack_params, train_bank
+from fairdp_core.engine.accounting import combine_sigmas
+from fairdp_core.models import build_model
+from fairdp_core.opacus_compat import DPSGDSOptimizer, make_private_dpsgd_s
+
+
+
+def _opacus_step(module, x, y, *, sigma, C, B, generator=None):
+    gsm = GradSampleModule(module)
+    opt = DPOptimizer(torch.optim.SGD(gsm.parameters(), lr=1.0), noise_multiplier=sigma, max_grad_norm=C,
+                      expected_batch_size=B, generator=generator)
+    opt.zero_grad()
+    nn.functional.cross_entropy(gsm(x), y).backward()
+    opt.pre_step()
+    return {n.removeprefix("_module."): p.grad.detach().clone() for n, p in gsm.named_parameters()}, opt
+
+
+@pytest.mark.parametrize("model", ["lr", "mlp", "cnn"])
+def test_one_dpsgd_step_equals_opacus_without_noise(model):
+    torch.manual_seed(0)
+    shape = (1, 28, 28) if model == "cnn" else (12,)
+    mod = build_model(model, shape, 3, hidden=16)
+    B, C = 32, 0.05  # a small C so that clipping is active for most samples
+    x, y = torch.randn(B - 3, *shape), torch.randint(0, 3, (B - 3,))  # realised batch != expected B
+    params = stack_params([mod])
+    be = make_backend(mod)
+    norms, ctx = be.per_sample(params, x[None], y[None])
+    assert (norms > C).float().mean() > 0.5
+    ours = be.clipped_sum(ctx, clip_factors(norms, torch.zeros_like(y)[None], torch.tensor([[C]])))
+    theirs, _ = _opacus_step(mod, x, y, sigma=0.0, C=C, B=B)
+    for n in theirs:  # Opacus' p.grad = clipped sum / expected batch size
+        torch.testing.assert_close(ours[n][0] / B, theirs[n], atol=1e-6, rtol=1e-4)
+
+
+def test_opacus_and_engine_noise_have_the_same_scale():
+    """Noise cannot be shared between the two, so compare its std: both must be σ·C (seeded, 0.5%)."""
+    torch.manual_seed(1)
+    mod = build_model("mlp", (784,), 10, hidden=256)  # 203k parameters
+    x, y = torch.randn(8, 784), torch.randint(0, 10, (8,))
+    sigma, C, B = 1.7, 0.8, 8
+    clean, _ = _opacus_step(_copy(mod), x, y, sigma=0.0, C=C, B=B)
+    noisy, _ = _opacus_step(_copy(mod), x, y, sigma=sigma, C=C, B=B, generator=torch.Generator().manual_seed(3))
+    diff = torch.cat([(noisy[n] - clean[n]).flatten() * B for n in clean])
+    assert abs(diff.double().std().item() / (sigma * C) - 1) < 0.005
+    # the engine's noise for the same σ, C (FixedClip.noise_std) is tested at 0.5% in test_engine.py
+    from fairdp_core.engine import FixedClip
+
+    assert FixedClip(1, 1, sigma, clip=C).noise_std().item() == pytest.approx(sigma * C)
+
+
+def _copy(mod):
+    return copy.deepcopy(mod)
+
+
+def _loader(X, y, g, B, seed):
+    ds = TensorDataset(torch.as_tensor(X), torch.as_tensor(y), torch.as_tensor(g))
+    return DataLoader(ds, batch_size=B, generator=torch.Generator().manual_seed(seed))
+
+
+def test_dpsgd_s_optimizer_through_privacy_engine(tmp_path):
+    rng = np.random.default_rng(0)
+    n, d = 2000, 6
+    X = rng.normal(size=(n, d)).astype(np.float32)
+    g = (rng.random(n) < 0.2).astype(np.int64)  # a minority group 1
+    w = rng.normal(size=d)
+    y = ((X @ w + 2.0 * g + 0.3 * rng.normal(size=n)) > 0).astype(np.int64)
+    torch.manual_seed(0)
+    model = build_model("mlp", (d,), 2, hidden=16)
+    engine = PrivacyEngine(accountant="rdp")
+    sigma_eff, sigma_b, B = 1.1, 5.0, 100
+    model, opt, loader = make_private_dpsgd_s(
+        engine, module=model, optimizer=torch.optim.SGD(model.parameters(), lr=0.5),
+        data_loader=_loader(X, y, g, B, 0), noise_multiplier=sigma_eff, sigma_b=sigma_b,
+        group_sizes=np.bincount(g), tau=1.0, gamma=0.75, eta_q=0.3, q_init=5.0,
+        generator=torch.Generator().manual_seed(1))
+    assert isinstance(opt, DPSGDSOptimizer)
+    assert opt.grad_noise_multiplier == pytest.approx((sigma_eff ** -2 - sigma_b ** -2) ** -0.5)
+    assert combine_sigmas(opt.grad_noise_multiplier, sigma_b) == pytest.approx(sigma_eff)
+    steps = 0
+    for _ in range(3):
+        for xb, yb, gb in loader:
+            opt.zero_grad()
+            nn.functional.cross_entropy(model(xb), yb).backward()
+            opt.set_groups(gb)
+            opt.step()
+            steps += 1
+    q = 1 / len(loader)
+    assert engine.accountant.history[-1][0] == pytest.approx(sigma_eff)  # charged σ_eff, counts included
+    assert engine.get_epsilon(1e-5) == pytest.approx(epsilon(sigma_eff, sample_rate=q, steps=steps, delta=1e-5))
+    assert opt.Q.max() < 5.0  # quantiles were tracked down from the initial 5.0
+    with torch.no_grad():
+        acc = (model(torch.as_tensor(X)).argmax(1).numpy() == y).mean()
+    assert acc > 0.8
+    with pytest.raises(RuntimeError, match="set_groups"):
+        opt.zero_grad()
+        nn.functional.cross_entropy(model(torch.as_tensor(X[:10])), torch.as_tensor(y[:10])).backward()
+        opt.step()
+
+
+def test_dpsgd_s_optimizer_clips_per_group_like_the_engine():
+    torch.manual_seed(2)
+    mod = build_model("lr", (5,), 2)
+    x, y = torch.randn(20, 5) * 3, torch.randint(0, 2, (20,))
+    grp = torch.randint(0, 2, (20,))
+    gsm = GradSampleModule(_copy(mod))
+    opt = DPSGDSOptimizer(torch.optim.SGD(gsm.parameters(), lr=1.0), noise_multiplier=0.5, sigma_b=1e9,
+                          group_sizes=torch.tensor([100.0, 100.0]), sample_rate=0.2, expected_batch_size=20)
+    opt.Q = torch.tensor([0.3, 1.5])
+    opt.grad_noise_multiplier = 0.0  # isolate the clipping
+    opt.zero_grad()
+    nn.functional.cross_entropy(gsm(x), y).backward()
+    opt.set_groups(grp)
+    opt.pre_step()
+    got = {n.removeprefix("_module."): p.grad for n, p in gsm.named_parameters()}
+    be = make_backend(mod)
+    norms, ctx = be.per_sample(stack_params([mod]), x[None], y[None])
+    want = be.clipped_sum(ctx, clip_factors(norms, grp[None], torch.tensor([[0.3, 1.5]])))
+    for n in got:
+        torch.testing.assert_close(got[n], want[n][0] / 20, atol=1e-6, rtol=1e-4)
+
+
+def test_dpsgd_eps10_on_adult_matches_opacus_accuracy(tmp_path):
+    """Real Adult, LR, ε = 10, δ = 1e-5, B = 256, 2 epochs, C = 1, η = 1: Opacus (one model, hooks, Poisson
+    DataLoader) and the engine (4 models on the same full training set) reach the same test accuracy."""
+    from fairdp_core.config import load_params
+    from fairdp_core.data import load_dataset, sources_from_params
+
+    from .conftest import ROOT, mirror_dir
+
+    base = yaml.safe_load((ROOT / "params.yaml").read_text())
+    base["data"]["mirror"] = str(mirror_dir())
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(base))
+    params = load_params(tmp_path / "params.yaml")
+    d = load_dataset("adult", params.data.datasets["adult"], sources_from_params(params), seed=params.seed)
+    n, B, epochs, lr = len(d.train), 256, 2, 1.0
+    spec = TrainSpec(algorithm="dpsgd", model="lr", epochs=epochs, batch_size=B, lr=lr, clip=1.0,
+                     target_epsilon=10.0, delta=1e-5)
+    bank = train_bank(d.train.X, d.train.y, d.train.group, np.ones((4, n), bool), spec, n_classes=2, seed=5,
+                      progress=False)
+    ours = bank.accuracy(d.test.X, d.test.y).mean()
+    sigma = bank.accounting[0].sigma_g
+
+    torch.manual_seed(0)
+    model = build_model("lr", d.input_shape, 2)
+    pe = PrivacyEngine(accountant="rdp")
+    model, opt, loader = pe.make_private(
+        module=model, optimizer=torch.optim.SGD(model.parameters(), lr=lr),
+        data_loader=DataLoader(TensorDataset(torch.as_tensor(d.train.X), torch.as_tensor(d.train.y)),
+                               batch_size=B), noise_multiplier=sigma, max_grad_norm=1.0)
+    for _ in range(epochs):
+        for xb, yb in loader:
+            opt.zero_grad()
+            nn.functional.cross_entropy(model(xb), yb).backward()
+            opt.step()
+    with torch.no_grad():
+        theirs = (model(torch.as_tensor(d.test.X)).argmax(1).numpy() == d.test.y).mean()
+    print(f"Adult LR DP-SGD eps=10 (sigma={sigma:.3f}): engine {ours:.4f}, Opacus {theirs:.4f}")
+    assert bank.accounting[0].epsilon <= 10.0
+    assert pe.get_epsilon(1e-5) == pytest.approx(bank.accounting[0].epsilon, rel=0.02)
+    assert ours > 0.80 and theirs > 0.80
+    assert abs(ours - theirs) < 0.015
