@@ -35,3 +35,10 @@ lint: $(STAMP)
 
 clean-venv:
 	rm -rf $(VENV)
+
+.PHONY: bench bench-quick
+bench: $(STAMP)
+	$(BIN)/python benchmarks/run.py
+
+bench-quick: $(STAMP)
+	$(BIN)/python benchmarks/run.py --quick

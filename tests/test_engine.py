@@ -13,7 +13,7 @@ from torch import nn
 
 from fairdp_core.engine import (
     FixedClip, GroupQuantileClip, PoissonBank, TrainSpec, calibrate_sigma, clip_factors, combine_sigmas,
-    distinct_prefix, epsilon, make_backend, model_generators, split_sigma, stack_params, train_bank,
+    bernoulli_positions, epsilon, make_backend, model_generators, split_sigma, stack_params, train_bank,
 )
 from fairdp_core.engine.trainer import _init_module, _NoiseBank
 from fairdp_core.models import build_model
@@ -73,14 +73,16 @@ def test_evaluate_matches_module_forward():
 
 # ----------------------------------------------------------------------------- σ = 0, no clip = SGD
 
-def test_dpsgd_with_zero_noise_and_no_clipping_is_plain_sgd():
+@pytest.mark.parametrize("algorithm", ["sgd", "dpsgd"])
+def test_engine_reproduces_plain_sgd(algorithm):
+    """'sgd', and 'dpsgd' with σ = 0 and C = ∞, equal autograd SGD on the same initial weights and batches."""
     rng = np.random.default_rng(1)
     n, d, C, M, B, lr = 400, 5, 2, 3, 40, 0.3
     X = rng.normal(size=(n, d)).astype(np.float32)
     y = rng.integers(0, C, n)
     g = rng.integers(0, 2, n)
     mem = rng.random((M, n)) < 0.7
-    spec = TrainSpec(algorithm="dpsgd", model="mlp", hidden=8, epochs=2, batch_size=B, lr=lr, clip=math.inf,
+    spec = TrainSpec(algorithm=algorithm, model="mlp", hidden=8, epochs=2, batch_size=B, lr=lr, clip=math.inf,
                      noise_multiplier=0.0)
     bank = train_bank(X, y, g, mem, spec, n_classes=C, seed=11, progress=False)
     # Reference: autograd on nn.Modules, same initial weights and the same Poisson batches, loss summed / B.
@@ -181,11 +183,17 @@ def test_sigma_split_and_combination():
 
 # ------------------------------------------------------------------------------------------- sampling
 
-def test_distinct_prefix_hand_case():
-    draws = torch.tensor([[3, 1, 3, 2, 1, 0], [5, 5, 5, 5, 5, 5]])
-    vals, ok = distinct_prefix(draws, torch.tensor([3, 2]))
-    assert vals[0].tolist() == [3, 1, 2] and ok[0].all()
-    assert ok[1].sum() == 1  # only one distinct value: the caller must redraw
+def test_bernoulli_positions_is_a_bernoulli_process():
+    """Seed 0: 10^6 cells at q = 0.01. Count within 4 SE; every cell's inclusion is independent of its
+    neighbour's (adjacent-pair frequency q² within 4 SE); positions strictly increase (no duplicates)."""
+    size, q = 10**6, 0.01
+    pos = bernoulli_positions(size, q, torch.Generator().manual_seed(0))
+    assert (pos[1:] > pos[:-1]).all() and pos.min() >= 0 and pos.max() < size
+    assert abs(len(pos) - size * q) < 4 * math.sqrt(size * q * (1 - q))
+    pairs = (pos[1:] - pos[:-1] == 1).sum().item()
+    assert abs(pairs - size * q * q) < 4 * math.sqrt(size * q * q) + 1
+    assert len(bernoulli_positions(0, q, torch.Generator())) == 0
+    assert len(bernoulli_positions(50, 1.0, torch.Generator())) == 50
 
 
 def test_poisson_batch_sizes_and_membership():
@@ -206,8 +214,24 @@ def test_poisson_batch_sizes_and_membership():
     se = math.sqrt(var / (T * M))
     assert abs(sizes.mean() - mean) < 4 * se, (sizes.mean(), mean, se)
     assert abs(sizes.var() / var - 1) < 0.1
-    # inclusion is uniform over the pool: each record's inclusion frequency is close to q
-    assert np.corrcoef(sizes[:, 0], sizes[:, 1])[0, 1] < 0.15  # models do not share draws
+    assert abs(np.corrcoef(sizes[:, 0], sizes[:, 1])[0, 1]) < 0.15  # models do not share draws
+
+
+def test_poisson_inclusion_is_uniform_over_records():
+    """Seed 1: 300 records, q = 0.05, 4000 steps: each record's inclusion count is Binomial(4000, 0.05);
+    the chi-square statistic over records stays below the 99.9% quantile; a biased sampler would fail it."""
+    from scipy import stats
+
+    n, q, T = 300, 0.05, 4000
+    bank = PoissonBank([torch.arange(n)], [q], [torch.Generator().manual_seed(1)])
+    counts = np.zeros(n)
+    for _ in range(T):
+        idx, w = bank.next()
+        np.add.at(counts, idx[0][w[0] > 0].numpy(), 1)
+    chi2 = ((counts - T * q) ** 2 / (T * q * (1 - q))).sum()
+    assert chi2 < stats.chi2.ppf(0.999, n - 1)
+    biased = counts * (1 + 0.3 * (np.arange(n) < n // 2))  # over-includes the first half by 30%
+    assert ((biased - biased.mean()) ** 2 / (T * q * (1 - q))).sum() > stats.chi2.ppf(0.999, n - 1)
 
 
 # ---------------------------------------------------------------------------------------------- noise

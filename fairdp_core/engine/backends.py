@@ -31,10 +31,16 @@ def stack_params(modules: list[nn.Module]) -> dict[str, torch.Tensor]:
 
 
 class Backend:
-    def per_sample(self, params, x, y):
+    def per_sample(self, params, x, y, x_sq=None):
+        """Norms [M, W] of the per-sample gradients of samples x [M, W, ...] with labels y [M, W], and a context.
+        ``x_sq`` [M, W], optional: the squared norms of the flattened inputs, when the caller has them cached."""
         raise NotImplementedError
 
     def clipped_sum(self, ctx, factors):
+        raise NotImplementedError
+
+    def batch_grad(self, params, x, y, weights):
+        """Non-private: name -> [M, *shape], the weighted sum of the samples' gradients (no per-sample work)."""
         raise NotImplementedError
 
     def forward(self, params: dict[str, torch.Tensor], x: torch.Tensor) -> torch.Tensor:
@@ -64,7 +70,8 @@ class DenseBackend(Backend):
         M = next(iter(params.values())).shape[0]
         return self._forward(params, x.flatten(1).unsqueeze(0).expand(M, -1, -1))[1]
 
-    def per_sample(self, params, x, y):
+    def _deltas(self, params, x, y):
+        """Layer inputs a_l and output gradients δ_l of the per-sample losses, each [M, W, width]."""
         acts, logits = self._forward(params, x)
         delta = torch.softmax(logits, dim=-1)
         delta.scatter_add_(-1, y.unsqueeze(-1), -torch.ones_like(y, dtype=delta.dtype).unsqueeze(-1))
@@ -74,8 +81,16 @@ class DenseBackend(Backend):
             delta = torch.bmm(delta, W) * (1 - acts[i] ** 2)
             deltas.append(delta)
         deltas.reverse()
-        sq = sum((d * d).sum(-1) * ((a * a).sum(-1) + 1) for d, a in zip(deltas, acts))
+        return acts, deltas
+
+    def per_sample(self, params, x, y, x_sq=None):
+        acts, deltas = self._deltas(params, x, y)
+        a_sq = [x_sq if x_sq is not None else (acts[0] * acts[0]).sum(-1)] + [(a * a).sum(-1) for a in acts[1:]]
+        sq = sum((d * d).sum(-1) * (s + 1) for d, s in zip(deltas, a_sq))
         return sq.sqrt(), (acts, deltas)
+
+    def batch_grad(self, params, x, y, weights):
+        return self.clipped_sum(self._deltas(params, x, y), weights)
 
     def clipped_sum(self, ctx, factors):
         acts, deltas = ctx
@@ -100,10 +115,19 @@ class FuncBackend(Backend):
         self._grads = vmap(vmap(grad(loss_one), in_dims=(None, 0, 0)), in_dims=(0, 0, 0))
         self._fwd = vmap(lambda p, x: functional_call(self.module, p, (x,)), in_dims=(0, None))
 
+        def loss_batch(p, x, y, w):
+            logits = functional_call(self.module, p, (x,))
+            return (nn.functional.cross_entropy(logits, y, reduction="none") * w).sum()
+
+        self._batch_grad = vmap(grad(loss_batch), in_dims=(0, 0, 0, 0))
+
     def forward(self, params, x):
         return self._fwd(params, x)
 
-    def per_sample(self, params, x, y):
+    def batch_grad(self, params, x, y, weights):
+        return self._batch_grad(params, x, y, weights)
+
+    def per_sample(self, params, x, y, x_sq=None):
         g = self._grads(params, x, y)
         sq = sum(v.flatten(2).pow(2).sum(-1) for v in g.values())
         return sq.sqrt(), g

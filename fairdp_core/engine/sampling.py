@@ -1,10 +1,11 @@
 """Independent Poisson sampling for a bank of M models, each from its own generator.
 
-Poisson sampling with rate q over a pool of n_m records is drawn exactly as: the batch size
-b ~ Binomial(n_m, q), then a uniformly random b-subset of the pool. The subset is the first b distinct values of
-a stream of uniform draws with replacement (rejecting repeats yields a uniform random ordered sample without
-replacement). Draws are made per model in blocks of steps, so model m's batches depend only on its own
-generator, never on how many models are trained beside it.
+Poisson sampling with rate q includes every (step, record) pair independently with probability q. Over a block
+of K steps and a pool of n records that is a Bernoulli process on the K·n grid, drawn exactly from its gaps:
+successive inclusions are Geometric(q) apart, so positions = cumsum(G) − 1 with G_j ~ Geometric(q) on {1, 2, ...};
+position p is record p mod n at step p // n. One call draws a model's whole block, with no duplicates to reject.
+Draws are made per model, so model m's batches depend only on its own generator, never on how many models are
+trained beside it.
 """
 
 from __future__ import annotations
@@ -13,24 +14,26 @@ import math
 
 import torch
 
-__all__ = ["PoissonBank", "distinct_prefix"]
+__all__ = ["PoissonBank", "bernoulli_positions"]
 
 
-def distinct_prefix(draws: torch.Tensor, counts: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """For each row of ``draws`` [S, L] (ints), the first ``counts[s]`` distinct values in order of appearance.
-
-    Returns (values [S, W], valid [S, W] bool) with W = max(counts); a row with fewer distinct values than its
-    count has ``valid.sum(1) < counts`` (the caller redraws it).
-    """
-    S, L = draws.shape
-    sorted_vals, order = torch.sort(draws, dim=1, stable=True)
-    first_sorted = torch.ones_like(sorted_vals, dtype=torch.bool)
-    first_sorted[:, 1:] = sorted_vals[:, 1:] != sorted_vals[:, :-1]
-    first = torch.empty_like(first_sorted).scatter_(1, order, first_sorted)  # first occurrence, original order
-    keep = first & (torch.cumsum(first, dim=1) <= counts[:, None])
-    W = int(counts.max()) if S else 0
-    pos = torch.argsort((~keep).to(torch.int8), dim=1, stable=True)[:, :W]  # kept positions first, in order
-    return draws.gather(1, pos), keep.gather(1, pos)
+def bernoulli_positions(size: int, q: float, generator: torch.Generator) -> torch.Tensor:
+    """Sorted positions in [0, size) of a Bernoulli(q) process, int64 [~q·size]: cumulative Geometric(q) gaps."""
+    if q >= 1.0:
+        return torch.arange(size)
+    chunks, last = [], -1
+    expected = size * q
+    while True:
+        n = int(expected + 6 * math.sqrt(expected) + 16)
+        gaps = torch.empty(n, dtype=torch.float64).geometric_(q, generator=generator)
+        pos = last + torch.cumsum(gaps, 0)
+        chunks.append(pos)
+        last = float(pos[-1])
+        if last >= size:
+            break
+        expected = (size - last) * q
+    pos = torch.cat(chunks)
+    return pos[pos < size].to(torch.int64)
 
 
 class PoissonBank:
@@ -60,20 +63,18 @@ class PoissonBank:
         self._t = block
 
     def _draw_block(self, m: int) -> tuple[torch.Tensor, torch.Tensor]:
-        n, q, g = len(self.pools[m]), self.q[m], self.gens[m]
-        if n == 0:
-            return torch.zeros(self.block, 0, dtype=torch.int64), torch.zeros(self.block, 0, dtype=torch.bool)
-        counts = torch.binomial(torch.full((self.block,), float(n)), torch.full((self.block,), q), generator=g)
-        counts = counts.to(torch.int64)
-        # With b of n drawn, about b²/2n repeats are expected; draw a margin on top so redraws are rare.
-        b_max = int(counts.max())
-        L = b_max + 8 + int(4 * b_max * b_max / n) + int(4 * math.sqrt(b_max))
-        draws = torch.randint(n, (self.block, L), generator=g)
-        vals, valid = distinct_prefix(draws, counts)
-        short = valid.sum(1) < counts
-        for s in torch.nonzero(short).flatten().tolist():  # rare: not enough distinct values in the row
-            row = torch.randperm(n, generator=g)[: int(counts[s])]
-            vals[s, : len(row)], valid[s, : len(row)] = row, True
+        """Model m's next ``block`` batches: local indices [block, W] and validity [block, W]."""
+        n, K = len(self.pools[m]), self.block
+        pos = bernoulli_positions(K * n, self.q[m], self.gens[m])
+        step, local = pos // max(n, 1), pos % max(n, 1)
+        counts = torch.bincount(step, minlength=K)
+        W = int(counts.max()) if len(pos) else 0
+        starts = torch.cumsum(counts, 0) - counts
+        rank = torch.arange(len(pos)) - starts[step]
+        vals = torch.zeros(K, W, dtype=torch.int64)
+        valid = torch.zeros(K, W, dtype=torch.bool)
+        vals[step, rank] = local
+        valid[step, rank] = True
         return vals, valid
 
     def _refill(self) -> None:

@@ -28,7 +28,7 @@ from tqdm.auto import tqdm
 from ..models import build_model
 from .accounting import Accountant, Accounting, calibrate_sigma, combine_sigmas, epsilon, split_sigma
 from .backends import Backend, make_backend, stack_params
-from .policies import ClipPolicy, FixedClip, clip_factors, GroupEMAPercentileClip, GroupQuantileClip, NoClip
+from .policies import ClipPolicy, FixedClip, GroupEMAPercentileClip, GroupQuantileClip, NoClip, clip_factors
 from .sampling import PoissonBank
 
 __all__ = ["Algorithm", "ALGORITHMS", "TrainSpec", "TrainedBank", "train_bank", "model_generators"]
@@ -255,23 +255,29 @@ def train_bank(X: np.ndarray, y: np.ndarray, group: np.ndarray, membership: np.n
     sizes = [params[n][0].numel() for n in names]
     noise_bank = _NoiseBank([g["noise"] for g in gens], sum(sizes), dev) if spec.algorithm != "sgd" else None
 
+    private = not isinstance(policy, NoClip)
+    x_sq_all = (Xt.flatten(1) ** 2).sum(1)  # ‖x‖² of every record, for the first layer's closed-form norms
     t0 = time.perf_counter()
     for _ in tqdm(range(steps), desc=desc or f"{spec.algorithm} x{M}", disable=not progress, mininterval=1.0):
         idx, w = sampler.next()
-        idx, w = idx.to(dev), w.to(dev)
-        xb, yb, gb = Xt[idx], yt[idx], gt[idx]
+        flat = idx.to(dev).flatten()
+        w = w.to(dev)
+        xb = Xt.index_select(0, flat).view(*idx.shape, *Xt.shape[1:])
+        yb, gb = yt.index_select(0, flat).view(idx.shape), gt.index_select(0, flat).view(idx.shape)
         with torch.no_grad():
-            norms, ctx = backend.per_sample(params, xb, yb)
-            factors = clip_factors(norms, gb, policy.bounds().to(dev)) * w
-            grads = backend.clipped_sum(ctx, factors)
-            if noise_bank is not None:
+            if private:
+                norms, ctx = backend.per_sample(params, xb, yb, x_sq=x_sq_all.index_select(0, flat).view(idx.shape))
+                factors = clip_factors(norms, gb, policy.bounds().to(dev)) * w
+                grads = backend.clipped_sum(ctx, factors)
                 std = policy.noise_std().to(dev)  # [M], bounds before this step's update
                 noise = noise_bank.next() * std[:, None]
                 for n, chunk in zip(names, torch.split(noise, sizes, dim=1)):
                     grads[n] += chunk.view_as(grads[n])
+                policy.update(norms.cpu(), gb.cpu(), w.cpu())
+            else:
+                grads = backend.batch_grad(params, xb, yb, w)
             for n in names:
                 params[n].sub_(grads[n], alpha=spec.lr / spec.batch_size)
-            policy.update(norms.cpu(), gb.cpu(), w.cpu())
     seconds = time.perf_counter() - t0
 
     spent = {qm: epsilon(sigma_eff, sample_rate=qm, steps=steps, delta=spec.delta, accountant=spec.accountant)
