@@ -314,3 +314,23 @@ def test_accounting_records_everything_and_dpsgd_s_charges_counts():
     ns = train_bank(X, y, g, mem, TrainSpec(algorithm="dpsgd_s_nonprivate", epochs=1, batch_size=100,
                                             target_epsilon=2.0), n_classes=2, seed=0, progress=False)
     assert not ns.accounting[0].guaranteed and a.guaranteed
+
+
+def test_coupled_models_share_everything_but_the_target():
+    """PA-LOOA pairs: same stream id and sampling set; IN trains on D, OUT on D∖{z}. With z's label flipped to
+    be far from the rest, the pair differs; a pair with identical membership is bit-identical."""
+    rng = np.random.default_rng(4)
+    n = 400
+    X = rng.normal(size=(n, 3)).astype(np.float32)
+    y = (X[:, 0] > 0).astype(np.int64)
+    g = np.zeros(n, np.int64)
+    mem = np.ones((4, n), bool)
+    mem[1, 7] = False  # model 1 = model 0 without record 7
+    spec = TrainSpec(algorithm="dpsgd", model="lr", epochs=3, batch_size=40, noise_multiplier=1.0, lr=0.5)
+    bank = train_bank(X, y, g, mem, spec, n_classes=2, seed=0, progress=False,
+                      stream_ids=np.array([0, 0, 1, 1]), sample_over=np.ones((4, n), bool))
+    p = bank.params["fc.weight"]
+    assert torch.equal(p[2], p[3])  # same stream, same data: identical
+    assert not torch.equal(p[0], p[1])  # the target record makes the only difference...
+    assert (p[0] - p[1]).abs().max() < (p[0] - p[2]).abs().max()  # ...and a small one next to another stream's
+    assert bank.accounting[1].sample_rate == bank.accounting[0].sample_rate == 40 / n

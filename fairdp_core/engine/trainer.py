@@ -76,10 +76,16 @@ class TrainSpec:
             raise ValueError("batch_size, epochs and lr must be positive")
 
 
-def model_generators(seed: int, M: int, *, device: torch.device | str = "cpu") -> list[dict[str, torch.Generator]]:
-    """Per model: independent generators ``init``, ``sample``, ``noise``, ``count`` from SeedSequence(seed)."""
+def model_generators(seed: int, M: int, *, device: torch.device | str = "cpu",
+                     stream_ids: np.ndarray | None = None) -> list[dict[str, torch.Generator]]:
+    """Per model: independent generators ``init``, ``sample``, ``noise``, ``count`` from SeedSequence(seed).
+
+    Model m uses stream ``stream_ids[m]`` (default m): models given the same id get identical, separate
+    generators (PA-LOOA's coupled IN/OUT pairs)."""
+    ids = np.arange(M) if stream_ids is None else np.asarray(stream_ids)
     out = []
-    for ss in np.random.SeedSequence(seed).spawn(M):
+    for i in ids:  # a fresh SeedSequence per model: spawn() on a shared one would advance its child counter
+        ss = np.random.SeedSequence(seed, spawn_key=(int(i),))
         gens = {}
         for name, child in zip(("init", "sample", "noise", "count"), ss.spawn(4)):
             dev = "cpu" if name in ("init", "sample") else device
@@ -218,22 +224,32 @@ def _policy(spec, M, K, sigma_g, sigma_b, q, group_sizes, gens) -> ClipPolicy:
 
 def train_bank(X: np.ndarray, y: np.ndarray, group: np.ndarray, membership: np.ndarray, spec: TrainSpec, *,
                n_classes: int, n_groups: int | None = None, seed: int, device: str | None = None,
-               progress: bool = True, desc: str | None = None) -> TrainedBank:
+               progress: bool = True, desc: str | None = None, stream_ids: np.ndarray | None = None,
+               sample_over: np.ndarray | None = None) -> TrainedBank:
     """Train M = membership.shape[0] models; model m on the records where ``membership[m]`` is True.
 
     X [n, ...] float32, y [n] int64, group [n] int64, membership [M, n] bool. Returns a :class:`TrainedBank`
     whose ``accounting[m]`` records σ_g, σ_b, σ_eff, q_m, T, δ, the accountant and ε spent by model m.
+
+    Coupled models (PA-LOOA): ``stream_ids`` [M] gives models the same random streams, and ``sample_over``
+    [M, n] ⊇ membership the set each model's Poisson sampler runs over (rate q_m = B / |sample_over_m|); records
+    drawn outside the membership are dropped. Dropping is Poisson sampling of the members at the same rate, so
+    a model trained on D∖{z} sees exactly the batches of its partner on D, minus z.
     """
     membership = np.asarray(membership, dtype=bool)
     if membership.ndim != 2 or membership.shape[1] != len(y):
         raise ValueError(f"membership must be [M, n={len(y)}], got {membership.shape}")
+    masked = sample_over is not None
+    sample_over = membership if sample_over is None else np.asarray(sample_over, dtype=bool)
+    if sample_over.shape != membership.shape or (membership & ~sample_over).any():
+        raise ValueError("sample_over must have the membership's shape and contain every member")
     dev = torch.device(device or "cpu")
     if dev.type == "cuda" and not torch.cuda.is_available():
         raise RuntimeError("device 'cuda' requested but CUDA is not available")
     M = membership.shape[0]
     K = int(n_groups if n_groups is not None else group.max() + 1)
     Xt, yt, gt = (torch.as_tensor(a).to(dev) for a in (X, y, group))
-    pools = [torch.as_tensor(np.flatnonzero(r)) for r in membership]
+    pools = [torch.as_tensor(np.flatnonzero(r)) for r in sample_over]
     n_m = np.array([len(p) for p in pools], dtype=np.float64)
     if (n_m < spec.batch_size).any():
         raise ValueError(f"every model needs at least batch_size={spec.batch_size} records; smallest has {n_m.min():.0f}")
@@ -241,7 +257,8 @@ def train_bank(X: np.ndarray, y: np.ndarray, group: np.ndarray, membership: np.n
     steps = int(round(spec.epochs * n_m.mean() / spec.batch_size))
     sigma_g, sigma_b, sigma_eff = _sigmas(spec, float(q.max()), steps)  # calibrated at the largest q: safe for all
 
-    gens = model_generators(seed, M, device=dev)
+    gens = model_generators(seed, M, device=dev, stream_ids=stream_ids)
+    member_t = torch.as_tensor(membership).to(dev) if masked else None
     input_shape = tuple(X.shape[1:])
     modules = [_init_module(build_model(spec.model, input_shape, n_classes, hidden=spec.hidden), g["init"])
                for g in gens]
@@ -262,6 +279,8 @@ def train_bank(X: np.ndarray, y: np.ndarray, group: np.ndarray, membership: np.n
         idx, w = sampler.next()
         flat = idx.to(dev).flatten()
         w = w.to(dev)
+        if member_t is not None:
+            w = w * member_t.gather(1, idx.to(dev))
         xb = Xt.index_select(0, flat).view(*idx.shape, *Xt.shape[1:])
         yb, gb = yt.index_select(0, flat).view(idx.shape), gt.index_select(0, flat).view(idx.shape)
         with torch.no_grad():

@@ -1,0 +1,199 @@
+"""Membership-inference attacks as pure array functions (STUDY.md §4).
+
+Conventions: ``scores`` [M, m] float, one row per model and one column per audit record, higher = more
+member-like (e.g. −loss); ``membership`` [M, m] bool, True where the record was in the model's training set.
+A record's *advantage* is TPR − FPR of a threshold rule "predict IN when score ≥ t" over its M (score, label)
+pairs, which equals 2·accuracy − 1 when IN and OUT are balanced (as the audit design makes them).
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import numpy as np
+
+__all__ = ["Estimator", "ESTIMATORS", "logit_confidence", "best_cut", "in_sample_advantage",
+           "cross_fit_advantage", "null_corrected_advantage", "record_advantage", "ga_advantage",
+           "gba_advantage", "lira_scores"]
+
+Estimator = Literal["in_sample", "cross_fit", "null_corrected"]
+ESTIMATORS: tuple[str, ...] = ("in_sample", "cross_fit", "null_corrected")
+
+
+def logit_confidence(logits: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """Logit-scaled confidence φ = log(p_y / (1 − p_y)) = z_y − logsumexp(z_{≠y}) (Carlini et al. 2022, §IV-B).
+
+    logits [M, N, C], y [N] -> [M, N], computed stably in float64.
+    """
+    z = np.asarray(logits, dtype=np.float64)
+    zy = np.take_along_axis(z, np.asarray(y)[None, :, None].repeat(z.shape[0], 0), axis=2)[..., 0]
+    others = z.copy()
+    np.put_along_axis(others, np.asarray(y)[None, :, None].repeat(z.shape[0], 0), -np.inf, axis=2)
+    mx = others.max(axis=2)
+    lse = mx + np.log(np.exp(others - mx[..., None]).sum(axis=2))
+    return zy - lse
+
+
+def best_cut(scores: np.ndarray, membership: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per column of scores [M, m]: the largest TPR − FPR of "IN iff score ≥ t" and its threshold t.
+
+    Returns (advantage [m] ≥ 0, threshold [m]); t = +inf (predict nothing, advantage 0) when no cut helps.
+    Only cuts between distinct scores are considered, so tied scores are never split.
+    """
+    s = np.asarray(scores, dtype=np.float64)
+    lab = np.asarray(membership, dtype=bool)
+    order = np.argsort(-s, axis=0, kind="stable")
+    s_sorted = np.take_along_axis(s, order, axis=0)
+    l_sorted = np.take_along_axis(lab, order, axis=0)
+    n_in = lab.sum(0)
+    n_out = lab.shape[0] - n_in
+    tpr = np.cumsum(l_sorted, axis=0) / np.maximum(n_in, 1)
+    fpr = np.cumsum(~l_sorted, axis=0) / np.maximum(n_out, 1)
+    gap = tpr - fpr
+    cut_ok = np.ones_like(gap, dtype=bool)
+    cut_ok[:-1] = s_sorted[:-1] != s_sorted[1:]  # a cut after position k only where the next score differs
+    gap = np.where(cut_ok, gap, -np.inf)
+    k = gap.argmax(axis=0)
+    best = gap[k, np.arange(gap.shape[1])]
+    thr = s_sorted[k, np.arange(gap.shape[1])]
+    none = best <= 0
+    return np.where(none, 0.0, best), np.where(none, np.inf, thr)
+
+
+def in_sample_advantage(scores: np.ndarray, membership: np.ndarray) -> np.ndarray:
+    """The paper's estimator: max over thresholds of TPR − FPR, chosen and scored on the same pairs, [m].
+
+    Biased upward: with no leakage and R IN + R OUT pairs its mean is ≈ 0.115 at R = 50, ≈ 0.059 at R = 200.
+    """
+    return best_cut(scores, membership)[0]
+
+
+def _rate_at(scores, membership, thr):
+    """TPR − FPR per column of the rule score ≥ thr[column]."""
+    pred = scores >= thr[None, :]
+    lab = np.asarray(membership, dtype=bool)
+    n_in, n_out = lab.sum(0), (~lab).sum(0)
+    return (pred & lab).sum(0) / np.maximum(n_in, 1) - (pred & ~lab).sum(0) / np.maximum(n_out, 1)
+
+
+def cross_fit_advantage(scores: np.ndarray, membership: np.ndarray, *, folds: np.ndarray | None = None) -> np.ndarray:
+    """Choose each record's threshold on one half of the models, score TPR − FPR on the other, swap, average.
+
+    ``folds`` [M] in {0, 1}; default: model pairs (2r, 2r+1) alternate between folds, so each fold keeps IN and
+    OUT balanced. Unbiased under no leakage (mean 0); can be negative for a single record.
+    """
+    M = scores.shape[0]
+    if folds is None:
+        folds = (np.arange(M) // 2) % 2
+    folds = np.asarray(folds)
+    if M < 4 or (folds == 0).sum() < 2 or (folds == 1).sum() < 2:
+        raise ValueError("cross-fitting needs at least two model pairs (2R >= 4)")
+    out = np.zeros(scores.shape[1])
+    for a in (0, 1):
+        sel, ev = folds == a, folds != a
+        _, thr = best_cut(scores[sel], membership[sel])
+        out += _rate_at(scores[ev], membership[ev], thr)
+    return out / 2
+
+
+def null_corrected_advantage(scores: np.ndarray, membership: np.ndarray, *, rng: np.random.Generator,
+                             n_null: int = 50) -> np.ndarray:
+    """In-sample advantage minus its mean under ``n_null`` permutations of each record's IN/OUT labels, [m]."""
+    obs = in_sample_advantage(scores, membership)
+    null = np.zeros_like(obs)
+    for _ in range(n_null):
+        perm = rng.permuted(membership, axis=0)
+        null += in_sample_advantage(scores, perm)
+    return obs - null / n_null
+
+
+def record_advantage(scores: np.ndarray, membership: np.ndarray, *, estimator: Estimator = "cross_fit",
+                     rng: np.random.Generator | None = None, n_null: int = 50) -> np.ndarray:
+    """PA-ALOOA / PA-LOOA per-record advantage [m] with the chosen estimator."""
+    if scores.shape != membership.shape:
+        raise ValueError(f"scores {scores.shape} and membership {membership.shape} differ")
+    if estimator == "in_sample":
+        return in_sample_advantage(scores, membership)
+    if estimator == "cross_fit":
+        return cross_fit_advantage(scores, membership)
+    if estimator == "null_corrected":
+        if rng is None:
+            raise ValueError("the null-corrected estimator needs rng")
+        return null_corrected_advantage(scores, membership, rng=rng, n_null=n_null)
+    raise ValueError(f"unknown estimator {estimator!r}; known: {', '.join(ESTIMATORS)}")
+
+
+def _row_thresholds(scores: np.ndarray, membership: np.ndarray) -> np.ndarray:
+    """Per row (model): the threshold of best accuracy for "IN iff score ≥ t" over that row's records, [M]."""
+    s = np.asarray(scores, dtype=np.float64)
+    lab = np.asarray(membership, dtype=bool)
+    order = np.argsort(-s, axis=1, kind="stable")
+    s_sorted = np.take_along_axis(s, order, axis=1)
+    l_sorted = np.take_along_axis(lab, order, axis=1)
+    n_out = (~lab).sum(1, keepdims=True)
+    correct = np.cumsum(l_sorted, 1) + (n_out - np.cumsum(~l_sorted, 1))  # TP + TN when cutting after k
+    ok = np.ones_like(correct, dtype=bool)
+    ok[:, :-1] = s_sorted[:, :-1] != s_sorted[:, 1:]
+    correct = np.where(ok, correct, -1)
+    k = correct.argmax(1)
+    best = correct[np.arange(len(k)), k]
+    thr = s_sorted[np.arange(len(k)), k]
+    return np.where(best > n_out[:, 0], thr, np.inf)  # predicting all OUT is the baseline
+
+
+def _advantage_of_predictions(pred: np.ndarray, membership: np.ndarray) -> np.ndarray:
+    lab = np.asarray(membership, dtype=bool)
+    return (pred & lab).sum(0) / np.maximum(lab.sum(0), 1) - (pred & ~lab).sum(0) / np.maximum((~lab).sum(0), 1)
+
+
+def ga_advantage(scores: np.ndarray, membership: np.ndarray) -> np.ndarray:
+    """PA-GA: one best-accuracy threshold per model over all audit records; per record, TPR − FPR over models."""
+    thr = _row_thresholds(scores, membership)
+    return _advantage_of_predictions(scores >= thr[:, None], membership)
+
+
+def gba_advantage(scores: np.ndarray, membership: np.ndarray, group: np.ndarray) -> np.ndarray:
+    """PA-GBA: as PA-GA with one threshold per model and group. ``group`` [m]."""
+    pred = np.zeros(scores.shape, dtype=bool)
+    for k in np.unique(group):
+        cols = group == k
+        thr = _row_thresholds(scores[:, cols], membership[:, cols])
+        pred[:, cols] = scores[:, cols] >= thr[:, None]
+    return _advantage_of_predictions(pred, membership)
+
+
+def lira_scores(phi: np.ndarray, membership: np.ndarray, *, mode: Literal["online", "offline"] = "online",
+                fix_variance: bool | None = None, min_std: float = 1e-3) -> np.ndarray:
+    """LiRA (Carlini et al. 2022, arXiv 2112.03570, Alg. 1) on a model bank, leave-one-model-out, [M, m].
+
+    For model j and record i, the IN and OUT Gaussians of φ are fitted on the OTHER models (the shadow models
+    of target j). Online: log N(φ; μ_in, σ_in²) − log N(φ; μ_out, σ_out²); offline: (φ − μ_out) / σ_out (the
+    one-sided test). ``fix_variance``: one variance per side pooled over records (Carlini et al. recommend it
+    for few shadow models); default: when fewer than 64 models.
+    """
+    phi = np.asarray(phi, dtype=np.float64)
+    lab = np.asarray(membership, dtype=bool)
+    M = phi.shape[0]
+    if fix_variance is None:
+        fix_variance = M < 64
+
+    def loo_stats(mask):
+        cnt = mask.sum(0, keepdims=True) - mask  # others' count, [M, m]
+        s1 = (phi * mask).sum(0, keepdims=True) - phi * mask
+        s2 = (phi ** 2 * mask).sum(0, keepdims=True) - phi ** 2 * mask
+        mu = s1 / np.maximum(cnt, 1)
+        var = s2 / np.maximum(cnt, 1) - mu ** 2
+        if fix_variance:
+            var = np.broadcast_to(np.nanmean(np.where(cnt > 1, var * cnt / np.maximum(cnt - 1, 1), np.nan)),
+                                  var.shape)
+        return mu, np.sqrt(np.maximum(var, min_std ** 2))
+
+    mu_out, sd_out = loo_stats(~lab)
+    if mode == "offline":
+        return (phi - mu_out) / sd_out
+    mu_in, sd_in = loo_stats(lab)
+
+    def logpdf(x, mu, sd):
+        return -0.5 * ((x - mu) / sd) ** 2 - np.log(sd)
+
+    return logpdf(phi, mu_in, sd_in) - logpdf(phi, mu_out, sd_out)
