@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-__all__ = ["ConfigError", "DatasetOptions", "DataConfig", "Params", "load_params", "DATA_MIRROR_ENV"]
+__all__ = ["ConfigError", "DatasetOptions", "DataConfig", "DpsgdSConfig", "NonprivateSConfig", "TrainOverride",
+           "TrainConfig", "LooaConfig", "AuditConfig", "GridEntry", "SweepConfig", "ReportConfig", "RunSpec",
+           "Params", "expand_runs", "design_key", "load_params", "DATA_MIRROR_ENV"]
 
 DATA_MIRROR_ENV = "FAIRDP_DATA_MIRROR"
 
@@ -70,12 +72,191 @@ class DataConfig(_Strict):
         return self
 
 
+Positive = Annotated[float, Field(gt=0.0)]
+Algorithm = Literal["sgd", "dpsgd", "dpsgd_s", "dpsgd_s_nonprivate"]
+ModelName = Literal["lr", "mlp", "cnn"]
+
+
+class DpsgdSConfig(_Strict):
+    """DP-SGD-S (STUDY.md §3): C_k = max(τ·Q_k, C_min); target quantile γ; step η_Q; count noise σ_b (None:
+    B/20, Andrew et al.); initial Q_k."""
+
+    tau: Positive = 1.0
+    gamma: Fraction = 0.75
+    eta_q: Positive = 0.2
+    sigma_b: Positive | None = None
+    c_min: Positive = 0.01
+    q_init: Positive = 1.0
+
+
+class NonprivateSConfig(_Strict):
+    """DP-SGD-S as first described (non-private statistics): EMA momentum and the batch percentile."""
+
+    ema_momentum: Fraction = 0.9
+    percentile: Annotated[float, Field(gt=0.0, lt=100.0)] = 75.0
+
+
+class TrainOverride(_Strict):
+    """Per ``<dataset>-<model>`` changes to the training defaults."""
+
+    epochs: Positive | None = None
+    batch_size: PositiveInt | None = None
+    lr: Positive | None = None
+    clip: Positive | None = None
+
+
+class TrainConfig(_Strict):
+    """Training of every model bank: SGD with learning rate ``lr``, expected batch ``batch_size`` (Poisson
+    sampling, q = B/n), ``epochs`` (T = E·n/B); DP: clipping bound ``clip``, ``delta``, ``accountant``."""
+
+    epochs: Positive = 5.0
+    batch_size: PositiveInt = 256
+    lr: Positive = 0.1
+    clip: Positive = 1.0
+    delta: Annotated[float, Field(gt=0.0, lt=1.0)] = 1e-5
+    accountant: Literal["rdp", "prv"] = "rdp"
+    hidden: PositiveInt = 256
+    device: str | None = None
+    threads: PositiveInt = 1
+    dpsgd_s: DpsgdSConfig = Field(default_factory=DpsgdSConfig)
+    dpsgd_s_nonprivate: NonprivateSConfig = Field(default_factory=NonprivateSConfig)
+    overrides: dict[str, TrainOverride] = Field(default_factory=dict)
+
+
+class LooaConfig(_Strict):
+    """PA-LOOA (exact, expensive) for the runs listed: L stratified targets, R pairs each."""
+
+    runs: list[str] = Field(default_factory=list)
+    L: PositiveInt = 20
+    R: PositiveInt = 4
+
+
+class AuditConfig(_Strict):
+    """The membership game: m audit records (≥ min(n_k, min_per_group) per group), R rounds (2R models);
+    statistics: bootstrap resamples, permutations, null permutations, CI level 1 − alpha."""
+
+    m: PositiveInt = 1000
+    R: Annotated[int, Field(ge=2)] = 4
+    min_per_group: PositiveInt = 50
+    n_boot: PositiveInt = 1000
+    n_perm: PositiveInt = 1000
+    n_null: PositiveInt = 50
+    alpha: Fraction = 0.05
+    eval_batch: PositiveInt = 4096
+    looa: LooaConfig = Field(default_factory=LooaConfig)
+
+
+class GridEntry(_Strict):
+    """One block of the experiment grid: every algorithm × ε × seed for a dataset and model (SGD has no ε)."""
+
+    dataset: str
+    model: ModelName
+    algorithms: list[Algorithm]
+    epsilons: list[Positive]
+    seeds: PositiveInt = 1
+
+
+class SweepConfig(_Strict):
+    """The DP-SGD-S sweep (report 2): τ × γ × ε for one dataset and model, with DP-SGD at each ε."""
+
+    dataset: str
+    model: ModelName
+    epsilons: list[Positive]
+    taus: list[Positive]
+    gammas: list[Fraction]
+    seeds: PositiveInt = 1
+
+
+class ReportConfig(_Strict):
+    """Papermill execution of the reports."""
+
+    kernel: str = "python3"
+    timeout_s: PositiveInt = 1800
+
+
+class RunSpec(_Strict):
+    """One audited configuration (generated from ``grid`` and ``sweep`` by ``fairdp grid --write``)."""
+
+    dataset: str
+    model: ModelName
+    algorithm: Algorithm
+    epsilon: Positive | None
+    seed: Annotated[int, Field(ge=0)]
+    tau: Positive | None = None
+    gamma: Fraction | None = None
+
+
+def _num(x: float) -> str:
+    return f"{x:g}"
+
+
+def design_key(dataset: str, seed: int) -> str:
+    """The audit design (membership matrix) shared by every run of a dataset and seed."""
+    return f"{dataset}-s{seed}"
+
+
+def expand_runs(grid: list[GridEntry], sweep: SweepConfig | None) -> dict[str, dict]:
+    """``runs`` as ``fairdp grid --write`` writes it: name -> RunSpec fields, in a stable order."""
+    runs: dict[str, dict] = {}
+
+    def add(dataset, model, algorithm, eps, seed, tau=None, gamma=None):
+        name = f"{dataset}-{model}-{algorithm}" + ("" if eps is None else f"-e{_num(eps)}")
+        if tau is not None:
+            name += f"-t{_num(tau)}-g{_num(gamma)}"
+        name += f"-s{seed}"
+        runs[name] = {"dataset": dataset, "model": model, "algorithm": algorithm, "epsilon": eps, "seed": seed,
+                      "tau": tau, "gamma": gamma}
+
+    for g in grid:
+        for seed in range(g.seeds):
+            for alg in g.algorithms:
+                for eps in ([None] if alg == "sgd" else g.epsilons):
+                    add(g.dataset, g.model, alg, eps, seed)
+    if sweep is not None:
+        for seed in range(sweep.seeds):
+            for eps in sweep.epsilons:
+                add(sweep.dataset, sweep.model, "dpsgd", eps, seed)
+                for tau in sweep.taus:
+                    for gamma in sweep.gammas:
+                        add(sweep.dataset, sweep.model, "dpsgd_s", eps, seed, tau, gamma)
+    return runs
+
+
 class Params(_Strict):
     """The whole params.yaml. ``seed`` is the study's one seed: every random stream derives from it."""
 
     seed: Annotated[int, Field(ge=0)]
+    profile: Literal["smoke", "default", "paper", "custom"] = "custom"
     data: DataConfig
+    train: TrainConfig = Field(default_factory=TrainConfig)
+    audit: AuditConfig = Field(default_factory=AuditConfig)
+    grid: list[GridEntry] = Field(default_factory=list)
+    sweep: SweepConfig | None = None
+    report: ReportConfig = Field(default_factory=ReportConfig)
+    runs: dict[str, RunSpec] = Field(default_factory=dict)
+    designs: dict[str, dict[str, Any]] = Field(default_factory=dict)
     base_dir: Path = Field(default=Path("."), exclude=True)
+
+    @model_validator(mode="after")
+    def _consistent(self) -> "Params":
+        for i, g in enumerate(self.grid):
+            if g.dataset not in self.data.datasets:
+                raise ValueError(f"grid.{i}.dataset: {g.dataset!r} is not configured under data.datasets")
+        if self.sweep is not None and self.sweep.dataset not in self.data.datasets:
+            raise ValueError(f"sweep.dataset: {self.sweep.dataset!r} is not configured under data.datasets")
+        for key in self.train.overrides:
+            ds, _, model = key.partition("-")
+            if ds not in self.data.datasets or model not in ("lr", "mlp", "cnn"):
+                raise ValueError(f"train.overrides.{key}: expected '<dataset>-<model>' of a configured dataset")
+        for name in self.audit.looa.runs:
+            if name not in self.runs:
+                raise ValueError(f"audit.looa.runs: {name!r} is not one of the runs")
+        want = expand_runs(self.grid, self.sweep)
+        have = {k: v.model_dump() for k, v in self.runs.items()}
+        if have != want or self.designs != expected_designs(want):
+            raise ValueError("runs/designs: out of date with grid and sweep; regenerate them with "
+                             "`fairdp grid --write` (make repro does this)")
+        return self
 
     def resolve(self, path: str | os.PathLike) -> Path:
         """A path from params, relative to the directory of params.yaml."""
@@ -104,6 +285,14 @@ def _construct_mapping(loader: yaml.SafeLoader, node: yaml.MappingNode, deep: bo
 
 
 _UniqueKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
+
+
+def expected_designs(runs: dict[str, dict]) -> dict[str, dict[str, Any]]:
+    """``designs`` as ``fairdp grid --write`` writes it: one audit design per (dataset, seed) used by a run."""
+    out = {}
+    for r in runs.values():
+        out[design_key(r["dataset"], r["seed"])] = {"dataset": r["dataset"], "seed": r["seed"]}
+    return dict(sorted(out.items()))
 
 
 def _format(err: ValidationError, file: Path) -> str:

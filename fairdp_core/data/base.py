@@ -149,6 +149,7 @@ def save(data: GroupedData, directory: str | os.PathLike) -> Path:
     directory = Path(directory)
     directory.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(dir=directory.parent, prefix=f".{directory.name}.", suffix=".tmp"))
+    tmp.chmod(0o755)  # mkdtemp makes it 0700
     try:
         arrays = {f"{part}_{a}": getattr(getattr(data, part), a) for part in ("train", "test") for a in _ARRAYS}
         np.savez(tmp / "arrays.npz", **arrays)
