@@ -7,7 +7,9 @@ STAMP  := $(VENV)/.fairdp-installed
 # torch first, pinned, so that pip takes the CPU build rather than a multi-GB CUDA one; override as you need,
 # e.g. `make test TORCH_SPEC=torch` on a GPU machine.
 TORCH_SPEC ?= torch==2.13.0
-PROFILE ?= default
+# `make repro` runs params.yaml as it is (the default profile as committed); PROFILE=smoke|default|paper rewrites
+# params.yaml from profiles/ first.
+PROFILE ?=
 export FAIRDP_DATA_MIRROR ?= $(abspath ../shared/datasets)
 # glibc's allocator maps and zeroes large per-step temporaries afresh every step (PERF_NOTES.md): up to 3.6x.
 export MALLOC_MMAP_THRESHOLD_ ?= 4294967296
@@ -28,6 +30,7 @@ test: $(STAMP)
 	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/python -m pytest $(PYTEST_ARGS)
 
 repro: $(STAMP)
+	$(if $(PROFILE),$(BIN)/fairdp use-profile $(PROFILE),$(BIN)/fairdp grid --write)
 	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/dvc repro $(DVC_ARGS)
 
 lint: $(STAMP)

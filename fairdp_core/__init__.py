@@ -5,5 +5,16 @@ from .config import ConfigError, Params, load_params
 from .engine import TrainedBank, TrainSpec, train_bank
 
 __version__ = "0.1.0"
-__all__ = ["config", "data", "engine", "models", "ConfigError", "Params", "TrainSpec", "TrainedBank",
-           "load_params", "train_bank", "__version__"]
+__all__ = [
+           "ConfigError",
+           "Params",
+           "TrainSpec",
+           "TrainedBank",
+           "__version__",
+           "config",
+           "data",
+           "engine",
+           "load_params",
+           "models",
+           "train_bank",
+]

@@ -14,9 +14,26 @@ from typing import Annotated, Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-__all__ = ["ConfigError", "DatasetOptions", "DataConfig", "DpsgdSConfig", "NonprivateSConfig", "TrainOverride",
-           "TrainConfig", "LooaConfig", "AuditConfig", "GridEntry", "SweepConfig", "ReportConfig", "RunSpec",
-           "Params", "expand_runs", "design_key", "load_params", "DATA_MIRROR_ENV"]
+__all__ = [
+    "DATA_MIRROR_ENV",
+    "AuditConfig",
+    "ConfigError",
+    "DataConfig",
+    "DatasetOptions",
+    "DpsgdSConfig",
+    "GridEntry",
+    "LooaConfig",
+    "NonprivateSConfig",
+    "Params",
+    "ReportConfig",
+    "RunSpec",
+    "SweepConfig",
+    "TrainConfig",
+    "TrainOverride",
+    "design_key",
+    "expand_runs",
+    "load_params",
+]
 
 DATA_MIRROR_ENV = "FAIRDP_DATA_MIRROR"
 
@@ -60,7 +77,7 @@ class DataConfig(_Strict):
     datasets: dict[str, DatasetOptions]
 
     @model_validator(mode="after")
-    def _known_datasets(self) -> "DataConfig":
+    def _known_datasets(self) -> DataConfig:
         from .data.loaders import REGISTRY
 
         for name, opts in self.datasets.items():
@@ -187,7 +204,8 @@ class RunSpec(_Strict):
 
 
 def _num(x: float) -> str:
-    return f"{x:g}"
+    """A number for a run name: no '.' (DVC reads ``runs.<name>`` as a key path), e.g. 0.75 -> 0p75."""
+    return f"{x:g}".replace(".", "p")
 
 
 def design_key(dataset: str, seed: int) -> str:
@@ -238,7 +256,7 @@ class Params(_Strict):
     base_dir: Path = Field(default=Path("."), exclude=True)
 
     @model_validator(mode="after")
-    def _consistent(self) -> "Params":
+    def _consistent(self) -> Params:
         for i, g in enumerate(self.grid):
             if g.dataset not in self.data.datasets:
                 raise ValueError(f"grid.{i}.dataset: {g.dataset!r} is not configured under data.datasets")
@@ -319,7 +337,7 @@ def load_params(path: str | os.PathLike = "params.yaml") -> Params:
     except OSError as e:
         raise ConfigError(f"{file}: cannot read params: {e}") from None
     try:
-        raw = yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 (a SafeLoader subclass)
+        raw = yaml.load(text, Loader=_UniqueKeyLoader)
     except ConfigError as e:
         raise ConfigError(f"{file}: {e}") from None
     except yaml.YAMLError as e:

@@ -11,7 +11,7 @@ from typing import Literal
 import torch
 from torch import nn
 
-__all__ = ["ModelName", "MODELS", "build_model", "LogisticRegression", "MLP", "MnistCNN", "UTKFaceCNN"]
+__all__ = ["MLP", "MODELS", "LogisticRegression", "MnistCNN", "ModelName", "UTKFaceCNN", "build_model"]
 
 ModelName = Literal["lr", "mlp", "cnn"]
 MODELS: tuple[str, ...] = ("lr", "mlp", "cnn")

@@ -6,7 +6,7 @@ import zlib
 
 import numpy as np
 
-__all__ = ["derive_seed", "derive_rng"]
+__all__ = ["derive_rng", "derive_seed"]
 
 
 def _key(labels: tuple[object, ...]) -> tuple[int, ...]:

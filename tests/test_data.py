@@ -10,7 +10,14 @@ import pytest
 
 from fairdp_core.config import load_params
 from fairdp_core.data import (
-    ChecksumError, MissingDataError, RawFile, Sources, load, load_dataset, prepare, sha256_file,
+    ChecksumError,
+    MissingDataError,
+    RawFile,
+    Sources,
+    load,
+    load_dataset,
+    prepare,
+    sha256_file,
 )
 from fairdp_core.data.loaders import REGISTRY
 from fairdp_core.data.sources import checksums

@@ -12,8 +12,20 @@ from hypothesis import strategies as st
 from torch import nn
 
 from fairdp_core.engine import (
-    FixedClip, GroupQuantileClip, PoissonBank, TrainSpec, calibrate_sigma, clip_factors, combine_sigmas,
-    bernoulli_positions, epsilon, make_backend, model_generators, split_sigma, stack_params, train_bank,
+    FixedClip,
+    GroupQuantileClip,
+    PoissonBank,
+    TrainSpec,
+    bernoulli_positions,
+    calibrate_sigma,
+    clip_factors,
+    combine_sigmas,
+    epsilon,
+    make_backend,
+    model_generators,
+    split_sigma,
+    stack_params,
+    train_bank,
 )
 from fairdp_core.engine.trainer import _init_module, _NoiseBank
 from fairdp_core.models import build_model

@@ -19,7 +19,6 @@ from fairdp_core.models import build_model
 from fairdp_core.opacus_compat import DPSGDSOptimizer, make_private_dpsgd_s
 
 
-
 def _opacus_step(module, x, y, *, sigma, C, B, generator=None):
     gsm = GradSampleModule(module)
     opt = DPOptimizer(torch.optim.SGD(gsm.parameters(), lr=1.0), noise_multiplier=sigma, max_grad_norm=C,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib
 import re
+
 try:
     import tomllib
 except ModuleNotFoundError:  # Python 3.10

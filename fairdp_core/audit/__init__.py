@@ -1,13 +1,27 @@
 """The group privacy-risk audit: membership design, attacks, statistics and the audit run."""
 
 from .attacks import (
-    ESTIMATORS, cross_fit_advantage, ga_advantage, gba_advantage, in_sample_advantage, lira_scores,
-    logit_confidence, null_corrected_advantage, record_advantage,
+    ESTIMATORS,
+    cross_fit_advantage,
+    ga_advantage,
+    gba_advantage,
+    in_sample_advantage,
+    lira_scores,
+    logit_confidence,
+    null_corrected_advantage,
+    record_advantage,
 )
 from .design import AuditDesign, LooaDesign, audit_design, looa_design
 from .stats import (
-    bootstrap_gpr, clopper_pearson, delta_pp, epsilon_lb_from_counts, epsilon_lower_bound, gpr,
-    paired_seed_comparison, permutation_pvalue, tpr_at_fpr,
+    bootstrap_gpr,
+    clopper_pearson,
+    delta_pp,
+    epsilon_lb_from_counts,
+    epsilon_lower_bound,
+    gpr,
+    paired_seed_comparison,
+    permutation_pvalue,
+    tpr_at_fpr,
 )
 
 __all__ = [

@@ -12,9 +12,19 @@ from typing import Literal
 
 import numpy as np
 
-__all__ = ["Estimator", "ESTIMATORS", "logit_confidence", "best_cut", "in_sample_advantage",
-           "cross_fit_advantage", "null_corrected_advantage", "record_advantage", "ga_advantage",
-           "gba_advantage", "lira_scores"]
+__all__ = [
+    "ESTIMATORS",
+    "Estimator",
+    "best_cut",
+    "cross_fit_advantage",
+    "ga_advantage",
+    "gba_advantage",
+    "in_sample_advantage",
+    "lira_scores",
+    "logit_confidence",
+    "null_corrected_advantage",
+    "record_advantage",
+]
 
 Estimator = Literal["in_sample", "cross_fit", "null_corrected"]
 ESTIMATORS: tuple[str, ...] = ("in_sample", "cross_fit", "null_corrected")

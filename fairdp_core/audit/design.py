@@ -12,11 +12,11 @@ on D∖{z} sharing every random stream (see ``train_bank(stream_ids=..., sample_
 from __future__ import annotations
 
 import os
-import tempfile
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
+
+from ..atomic import atomic_path
 
 __all__ = ["AuditDesign", "LooaDesign", "audit_design", "looa_design", "stratified_pick"]
 
@@ -74,20 +74,12 @@ class AuditDesign:
 
     def save(self, path: str | os.PathLike) -> None:
         """np.savez to a temp file, then rename."""
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".npz")
-        os.close(fd)
-        try:
+        with atomic_path(path, suffix=".npz") as tmp:
             np.savez(tmp, audit_idx=self.audit_idx, membership=self.membership, audit_group=self.audit_group,
                      n=self.n)
-            os.replace(tmp, path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
 
     @classmethod
-    def load(cls, path: str | os.PathLike) -> "AuditDesign":
+    def load(cls, path: str | os.PathLike) -> AuditDesign:
         with np.load(path) as z:
             return cls(z["audit_idx"], z["membership"], z["audit_group"], int(z["n"]))
 

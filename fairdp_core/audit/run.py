@@ -13,23 +13,28 @@ from __future__ import annotations
 import json
 import math
 import os
-import shutil
-import tempfile
 import time
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
+from ..atomic import atomic_dir
 from ..config import Params, RunSpec
 from ..data import GroupedData, load
 from ..engine import TrainSpec, train_bank
 from ..seeding import derive_rng, derive_seed
-from .attacks import cross_fit_advantage, ga_advantage, gba_advantage, lira_scores, logit_confidence, record_advantage
+from .attacks import (
+    cross_fit_advantage,
+    ga_advantage,
+    gba_advantage,
+    lira_scores,
+    logit_confidence,
+    record_advantage,
+)
 from .design import AuditDesign, audit_design, looa_design
 from .stats import bootstrap_gpr, epsilon_lower_bound, pair_folds, permutation_pvalue, tpr_at_fpr
 
-__all__ = ["train_spec", "write_design", "run_audit", "ATTACKS"]
+__all__ = ["ATTACKS", "run_audit", "train_spec", "write_design"]
 
 ATTACKS = ("alooa_cross_fit", "alooa_in_sample", "alooa_null_corrected", "ga", "gba", "lira_online",
            "lira_offline")
@@ -65,19 +70,6 @@ def write_design(params: Params, key: str, path: str | os.PathLike) -> AuditDesi
     return d
 
 
-def _atomic_dir(final: Path):
-    final.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(dir=final.parent, prefix=f".{final.name}.", suffix=".tmp"))
-    tmp.chmod(0o755)  # mkdtemp makes it 0700
-    return tmp
-
-
-def _finish_dir(tmp: Path, final: Path) -> None:
-    if final.exists():
-        shutil.rmtree(final)
-    os.replace(tmp, final)
-
-
 def _jsonable(x):
     if isinstance(x, dict):
         return {k: _jsonable(v) for k, v in x.items()}
@@ -107,9 +99,7 @@ def run_audit(params: Params, name: str, out: str | os.PathLike, *, design_path:
     spec = train_spec(params, run)
     K, a = data.n_groups, params.audit
     timings: dict[str, float] = {}
-    out = Path(out)
-    tmp = _atomic_dir(out)
-    try:
+    with atomic_dir(out) as tmp:
         t0 = time.perf_counter()
         bank = train_bank(data.train.X, data.train.y, data.train.group, design.training_membership(), spec,
                           n_classes=data.n_classes, n_groups=K, device=params.train.device,
@@ -189,24 +179,20 @@ def run_audit(params: Params, name: str, out: str | os.PathLike, *, design_path:
         acct = bank.accounting[0]
         summary = {
             "run": name, "spec": run.model_dump(), "train_spec": spec.__dict__, "n_models": bank.n_models,
-            "m": int(len(idx)), "R": design.R, "n_train": len(data.train), "group_names": list(data.group_names),
+            "m": len(idx), "R": design.R, "n_train": len(data.train), "group_names": list(data.group_names),
             "accuracy": {"mean": float(acc.mean()), "sd": float(acc.std(ddof=1)) if len(acc) > 1 else 0.0,
                          "by_group": acc_by_group},
             "accounting": {**acct.as_dict(), "epsilon_max_over_models": max(x.epsilon for x in bank.accounting),
                            "sample_rate_range": [min(x.sample_rate for x in bank.accounting),
                                                  max(x.sample_rate for x in bank.accounting)]},
             "attacks": attack_summary, "low_fpr": low_fpr, "timings": timings,
-            "looa": None if looa is None else {"n_targets": int(len(looa)),
+            "looa": None if looa is None else {"n_targets": len(looa),
                                                "corr_alooa": float(looa[["looa_cross_fit", "alooa_cross_fit"]]
                                                                    .corr().iloc[0, 1])},
         }
         records.to_csv(tmp / "records.csv", index=False)
         pd.DataFrame(group_rows).to_csv(tmp / "groups.csv", index=False)
         (tmp / "summary.json").write_text(json.dumps(_jsonable(summary), indent=1))
-        _finish_dir(tmp, out)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
     return summary
 
 
@@ -227,8 +213,8 @@ def _run_looa(params, name, run, spec, data, design, records, progress) -> pd.Da
     loss, _ = bank.evaluate(data.train.X[targets], data.train.y[targets])
     # per target ℓ: its 2R models' losses on z_ℓ, arranged [2R, L] (pairs kept together: IN row, OUT row)
     L = len(targets)
-    s = np.stack([-loss[ld.target_of_row == l, l] for l in range(L)], axis=1)
-    m = np.stack([ld.is_in[ld.target_of_row == l] for l in range(L)], axis=1)
+    s = np.stack([-loss[ld.target_of_row == t, t] for t in range(L)], axis=1)
+    m = np.stack([ld.is_in[ld.target_of_row == t] for t in range(L)], axis=1)
     out = pd.DataFrame({"record": targets, "group": design.audit_group[ld.targets],
                         "looa_in_sample": record_advantage(s, m, estimator="in_sample"),
                         "looa_cross_fit": record_advantage(s, m, estimator="cross_fit")})

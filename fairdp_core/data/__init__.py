@@ -5,9 +5,25 @@ from .loaders import DATASETS, REGISTRY, DatasetSpec, dataset_rng, load_dataset
 from .sources import ChecksumError, DataSourceError, MissingDataError, RawFile, Sources, sha256_file
 
 __all__ = [
-    "DATASETS", "REGISTRY", "ChecksumError", "DataSourceError", "DatasetSpec", "GroupedData",
-    "MissingDataError", "RawFile", "Sources", "Split", "dataset_rng", "load", "load_dataset", "save",
-    "sha256_file", "stratified_split", "stratified_subset", "sources_from_params", "prepare",
+    "DATASETS",
+    "REGISTRY",
+    "ChecksumError",
+    "DataSourceError",
+    "DatasetSpec",
+    "GroupedData",
+    "MissingDataError",
+    "RawFile",
+    "Sources",
+    "Split",
+    "dataset_rng",
+    "load",
+    "load_dataset",
+    "prepare",
+    "save",
+    "sha256_file",
+    "sources_from_params",
+    "stratified_split",
+    "stratified_subset",
 ]
 
 

@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-__all__ = ["GroupedData", "Split", "encode_tabular", "stratified_split", "stratified_subset", "save", "load"]
+from ..atomic import atomic_dir
+
+__all__ = ["GroupedData", "Split", "encode_tabular", "load", "save", "stratified_split", "stratified_subset"]
 
 
 @dataclass(frozen=True)
@@ -26,7 +26,8 @@ class Split:
     def __post_init__(self) -> None:
         n = len(self.y)
         if self.X.dtype != np.float32 or self.y.dtype != np.int64 or self.group.dtype != np.int64:
-            raise TypeError(f"Split dtypes must be float32/int64/int64, got {self.X.dtype}/{self.y.dtype}/{self.group.dtype}")
+            raise TypeError("Split dtypes must be float32/int64/int64, got "
+                            f"{self.X.dtype}/{self.y.dtype}/{self.group.dtype}")
         if len(self.X) != n or len(self.group) != n:
             raise ValueError(f"Split lengths differ: X {len(self.X)}, y {n}, group {len(self.group)}")
 
@@ -147,10 +148,7 @@ _ARRAYS = ("X", "y", "group")
 def save(data: GroupedData, directory: str | os.PathLike) -> Path:
     """Write ``data`` to ``directory`` (arrays.npz + meta.json) atomically: build a temp dir, then rename."""
     directory = Path(directory)
-    directory.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(dir=directory.parent, prefix=f".{directory.name}.", suffix=".tmp"))
-    tmp.chmod(0o755)  # mkdtemp makes it 0700
-    try:
+    with atomic_dir(directory) as tmp:
         arrays = {f"{part}_{a}": getattr(getattr(data, part), a) for part in ("train", "test") for a in _ARRAYS}
         np.savez(tmp / "arrays.npz", **arrays)
         meta = {
@@ -160,12 +158,6 @@ def save(data: GroupedData, directory: str | os.PathLike) -> Path:
             "summary": data.summary(),
         }
         (tmp / "meta.json").write_text(json.dumps(meta, indent=1, default=str))
-        if directory.exists():
-            shutil.rmtree(directory)
-        os.replace(tmp, directory)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
     return directory
 
 

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import gzip
 import zlib
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 import pandas as pd
@@ -19,7 +19,7 @@ import pandas as pd
 from .base import GroupedData, Split, encode_tabular, stratified_split, stratified_subset
 from .sources import RawFile, Sources, sha256_file
 
-__all__ = ["DatasetSpec", "REGISTRY", "DATASETS", "load_dataset", "dataset_rng"]
+__all__ = ["DATASETS", "REGISTRY", "DatasetSpec", "dataset_rng", "load_dataset"]
 
 _GH = "https://raw.githubusercontent.com"
 _UCI = "https://archive.ics.uci.edu"

@@ -20,16 +20,17 @@ import io
 import json
 import os
 import shutil
-import tempfile
 import urllib.request
 import zipfile
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
+from ..atomic import atomic_path
+
 __all__ = [
-    "DataSourceError",
     "ChecksumError",
+    "DataSourceError",
     "MissingDataError",
     "RawFile",
     "Sources",
@@ -84,7 +85,8 @@ def _record(raw: RawFile) -> dict[str, object]:
     try:
         return checksums()[raw.folder][raw.name]
     except KeyError:
-        raise DataSourceError(f"no checksum recorded for {raw.folder}/{raw.name} in fairdp_core/data/checksums.json")
+        raise DataSourceError(
+            f"no checksum recorded for {raw.folder}/{raw.name} in fairdp_core/data/checksums.json") from None
 
 
 def verify(path: Path, raw: RawFile) -> None:
@@ -111,21 +113,14 @@ def verify(path: Path, raw: RawFile) -> None:
 
 
 def _atomic_copy(src: Path, dst: Path) -> None:
-    dst.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=dst.parent, prefix=f".{dst.name}.", suffix=".tmp")
-    os.close(fd)
-    try:
+    with atomic_path(dst) as tmp:
         shutil.copyfile(src, tmp)
-        os.replace(tmp, dst)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def _fetch_url(url: str, dst: Path, *, want_gz: bool, timeout: float = 60.0) -> None:
     """Download ``url`` (optionally ``url!member!member`` inside zips) to ``dst``, gzipped when ``want_gz``."""
     base, *members = url.split("!")
-    with urllib.request.urlopen(base, timeout=timeout) as resp:  # noqa: S310 (canonical, fixed URLs)
+    with urllib.request.urlopen(base, timeout=timeout) as resp:
         payload = resp.read()
     for member in members:
         with zipfile.ZipFile(io.BytesIO(payload)) as zf:
@@ -170,24 +165,13 @@ class Sources:
             errors = []
             for url in raw.urls:
                 tried.append(f"{url} (download)")
-                cached.parent.mkdir(parents=True, exist_ok=True)
-                fd, tmp = tempfile.mkstemp(dir=cached.parent, prefix=f".{raw.name}.", suffix=".part")
-                os.close(fd)
-                tmp_path = Path(tmp)
                 try:
-                    _fetch_url(url, tmp_path, want_gz=raw.name.endswith(".gz"))
-                    verify(tmp_path, raw)
-                    os.replace(tmp_path, cached)
+                    with atomic_path(cached, suffix=".part") as tmp:
+                        _fetch_url(url, tmp, want_gz=raw.name.endswith(".gz"))
+                        verify(tmp, raw)  # a mismatch raises: the part file is removed, nothing is cached
                     return cached
-                except ChecksumError:
-                    tmp_path.unlink(missing_ok=True)
-                    raise
-                except OSError as e:  # network errors, HTTP errors, bad zip
+                except (OSError, zipfile.BadZipFile) as e:  # network errors, HTTP errors, bad zip
                     errors.append(f"{url}: {e}")
-                    tmp_path.unlink(missing_ok=True)
-                except zipfile.BadZipFile as e:
-                    errors.append(f"{url}: {e}")
-                    tmp_path.unlink(missing_ok=True)
             tried.extend(f"  failed: {e}" for e in errors)
         elif raw.urls:
             tried.append("(download disabled: set data.download: true in params.yaml to fetch " + ", ".join(raw.urls) + ")")

@@ -3,14 +3,37 @@
 from .accounting import Accounting, calibrate_sigma, combine_sigmas, epsilon, split_sigma
 from .backends import DenseBackend, FuncBackend, make_backend, stack_params
 from .policies import (
-    FixedClip, GroupEMAPercentileClip, GroupQuantileClip, NoClip, clip_factors, quantile_update,
+    FixedClip,
+    GroupEMAPercentileClip,
+    GroupQuantileClip,
+    NoClip,
+    clip_factors,
+    quantile_update,
 )
 from .sampling import PoissonBank, bernoulli_positions
 from .trainer import ALGORITHMS, TrainedBank, TrainSpec, model_generators, train_bank
 
 __all__ = [
-    "ALGORITHMS", "Accounting", "DenseBackend", "FixedClip", "FuncBackend", "GroupEMAPercentileClip",
-    "GroupQuantileClip", "NoClip", "PoissonBank", "TrainSpec", "TrainedBank", "calibrate_sigma", "clip_factors",
-    "combine_sigmas", "bernoulli_positions", "epsilon", "make_backend", "model_generators", "quantile_update",
-    "split_sigma", "stack_params", "train_bank",
+    "ALGORITHMS",
+    "Accounting",
+    "DenseBackend",
+    "FixedClip",
+    "FuncBackend",
+    "GroupEMAPercentileClip",
+    "GroupQuantileClip",
+    "NoClip",
+    "PoissonBank",
+    "TrainSpec",
+    "TrainedBank",
+    "bernoulli_positions",
+    "calibrate_sigma",
+    "clip_factors",
+    "combine_sigmas",
+    "epsilon",
+    "make_backend",
+    "model_generators",
+    "quantile_update",
+    "split_sigma",
+    "stack_params",
+    "train_bank",
 ]

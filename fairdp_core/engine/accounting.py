@@ -19,9 +19,8 @@ from dataclasses import asdict, dataclass
 from typing import Literal
 
 from opacus.accountants import create_accountant
-from opacus.accountants.utils import get_noise_multiplier
 
-__all__ = ["Accountant", "Accounting", "epsilon", "calibrate_sigma", "combine_sigmas", "split_sigma"]
+__all__ = ["Accountant", "Accounting", "calibrate_sigma", "combine_sigmas", "epsilon", "split_sigma"]
 
 Accountant = Literal["rdp", "prv"]
 
@@ -39,16 +38,33 @@ def epsilon(noise_multiplier: float, *, sample_rate: float, steps: int, delta: f
 
 
 def calibrate_sigma(target_epsilon: float, *, sample_rate: float, steps: int, delta: float,
-                    accountant: Accountant = "rdp", epsilon_tolerance: float = 0.005) -> float:
-    """The noise multiplier whose ε is at most ``target_epsilon`` (Opacus's search; never overshoots)."""
+                    accountant: Accountant = "rdp", rel_tol: float = 1e-3) -> float:
+    """The smallest noise multiplier (to ``rel_tol``) whose ε is at most ``target_epsilon``; never overshoots.
+
+    Bisection on log σ with the accountant as the oracle (the same search as Opacus's ``get_noise_multiplier``,
+    stopped on σ's relative width rather than on ε, which takes fewer accountant calls for large ε).
+    """
     if not (target_epsilon > 0 and 0 < delta < 1 and 0 < sample_rate <= 1 and steps >= 1):
         raise ValueError(f"cannot calibrate: ε={target_epsilon}, δ={delta}, q={sample_rate}, T={steps}")
-    sigma = get_noise_multiplier(target_epsilon=target_epsilon, target_delta=delta, sample_rate=sample_rate,
-                                 steps=steps, accountant=accountant, epsilon_tolerance=epsilon_tolerance)
-    # Guard against any tolerance in the search: step σ up until the accountant's ε is within the target.
-    while epsilon(sigma, sample_rate=sample_rate, steps=steps, delta=delta, accountant=accountant) > target_epsilon:
-        sigma *= 1.001
-    return float(sigma)
+
+    def eps(sigma: float) -> float:
+        return epsilon(sigma, sample_rate=sample_rate, steps=steps, delta=delta, accountant=accountant)
+
+    hi = 1.0
+    while eps(hi) > target_epsilon:
+        hi *= 2.0
+        if hi > 1e6:
+            raise ValueError(f"no σ ≤ 1e6 reaches ε = {target_epsilon} (q={sample_rate}, T={steps}, δ={delta})")
+    lo = hi / 2.0
+    while lo > 1e-3 and eps(lo) <= target_epsilon:
+        hi, lo = lo, lo / 2.0
+    while (hi - lo) / hi > rel_tol:  # invariant: eps(hi) <= target < eps(lo)
+        mid = math.sqrt(lo * hi)
+        if eps(mid) <= target_epsilon:
+            hi = mid
+        else:
+            lo = mid
+    return float(hi)
 
 
 def combine_sigmas(sigma_g: float, sigma_b: float) -> float:

@@ -17,8 +17,15 @@ import math
 
 import torch
 
-__all__ = ["clip_factors", "quantile_update", "ClipPolicy", "NoClip", "FixedClip", "GroupQuantileClip",
-           "GroupEMAPercentileClip"]
+__all__ = [
+    "ClipPolicy",
+    "FixedClip",
+    "GroupEMAPercentileClip",
+    "GroupQuantileClip",
+    "NoClip",
+    "clip_factors",
+    "quantile_update",
+]
 
 
 def clip_factors(norms: torch.Tensor, groups: torch.Tensor, bounds: torch.Tensor) -> torch.Tensor:

@@ -14,10 +14,8 @@ from __future__ import annotations
 
 import math
 import os
-import tempfile
 import time
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 from typing import Literal
 
 import numpy as np
@@ -25,13 +23,14 @@ import torch
 from torch import nn
 from tqdm.auto import tqdm
 
+from ..atomic import atomic_path
 from ..models import build_model
-from .accounting import Accountant, Accounting, calibrate_sigma, combine_sigmas, epsilon, split_sigma
+from .accounting import Accountant, Accounting, calibrate_sigma, epsilon, split_sigma
 from .backends import Backend, make_backend, stack_params
 from .policies import ClipPolicy, FixedClip, GroupEMAPercentileClip, GroupQuantileClip, NoClip, clip_factors
 from .sampling import PoissonBank
 
-__all__ = ["Algorithm", "ALGORITHMS", "TrainSpec", "TrainedBank", "train_bank", "model_generators"]
+__all__ = ["ALGORITHMS", "Algorithm", "TrainSpec", "TrainedBank", "model_generators", "train_bank"]
 
 Algorithm = Literal["sgd", "dpsgd", "dpsgd_s", "dpsgd_s_nonprivate"]
 ALGORITHMS: tuple[str, ...] = ("sgd", "dpsgd", "dpsgd_s", "dpsgd_s_nonprivate")
@@ -174,22 +173,14 @@ class TrainedBank:
 
     def save(self, path: str | os.PathLike) -> None:
         """torch.save to a temp file, then rename (a killed write never leaves a plausible file)."""
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-        os.close(fd)
-        try:
+        with atomic_path(path) as tmp:
             torch.save({"spec": asdict(self.spec), "input_shape": self.input_shape, "n_classes": self.n_classes,
                         "params": self.params, "accounting": [a.as_dict() for a in self.accounting],
                         "membership": self.membership, "policy_state": self.policy_state,
                         "steps": self.steps, "seconds": self.seconds, "seed": self.seed}, tmp)
-            os.replace(tmp, path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
 
     @classmethod
-    def load(cls, path: str | os.PathLike) -> "TrainedBank":
+    def load(cls, path: str | os.PathLike) -> TrainedBank:
         d = torch.load(path, weights_only=False)
         return cls(spec=TrainSpec(**d["spec"]), input_shape=tuple(d["input_shape"]), n_classes=d["n_classes"],
                    params=d["params"], accounting=[Accounting(**a) for a in d["accounting"]],
@@ -248,7 +239,7 @@ def train_bank(X: np.ndarray, y: np.ndarray, group: np.ndarray, membership: np.n
         raise RuntimeError("device 'cuda' requested but CUDA is not available")
     M = membership.shape[0]
     K = int(n_groups if n_groups is not None else group.max() + 1)
-    Xt, yt, gt = (torch.as_tensor(a).to(dev) for a in (X, y, group))
+    Xt, yt, gt = (torch.as_tensor(np.require(a, requirements="W")).to(dev) for a in (X, y, group))
     pools = [torch.as_tensor(np.flatnonzero(r)) for r in sample_over]
     n_m = np.array([len(p) for p in pools], dtype=np.float64)
     if (n_m < spec.batch_size).any():

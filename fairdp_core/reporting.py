@@ -1,0 +1,203 @@
+"""Running the report notebooks with papermill, rendering them to HTML (code hidden), and the index page."""
+
+from __future__ import annotations
+
+import html
+import json
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from .atomic import write_text as _atomic_write
+from .config import ConfigError, Params
+from .results import ALGORITHM_LABELS, load_summaries, run_table
+
+__all__ = [
+    "NOTEBOOKS",
+    "PAPER_REPORTED",
+    "build_index",
+    "main_table",
+    "notebook_parameters",
+    "paper_snapshot",
+    "run_notebook",
+]
+
+NOTEBOOKS = ("audit_comparison", "dpsgd_s_sweep", "group_gpr", "outcome_fairness")
+
+# The reference paper's reported examples (STUDY.md §1; Δ in pp of attack advantage, mean over 5 seeds).
+PAPER_REPORTED = {
+    ("mnist", "cnn", 10): {"dpsgd": {"delta_pp": 3.54}, "dpsgd_s": {"delta_pp": 2.91}},
+    ("adult", "lr", 10): {"dpsgd": {"delta_pp": 0.27}, "dpsgd_s": {"delta_pp": 0.17}},
+    ("law", "lr", 10): {"dpsgd": {"delta_pp": 0.59, "accuracy": 0.8974}, "dpsgd_s": {"delta_pp": 0.41,
+                                                                                      "accuracy": 0.8956}},
+}
+
+
+def notebook_parameters(params: Params, name: str) -> dict[str, object]:
+    """What papermill injects into notebooks/<name>.ipynb: paths and the parts of params it needs."""
+    common = {
+        "results_dir": str(params.resolve("results/audit")), "prepared_dir": str(params.resolve(params.data.prepared_dir)),
+        "figures_dir": str(params.resolve("reports/figures") / name), "metrics_path": str(params.resolve("reports/metrics") / f"{name}.json"),
+        "runs": {k: v.model_dump() for k, v in params.runs.items()}, "profile": params.profile, "alpha": params.audit.alpha,
+    }
+    extra = {
+        "audit_comparison": {"looa_runs": list(params.audit.looa.runs), "n_null": params.audit.n_null, "seed": params.seed},
+        "dpsgd_s_sweep": {"sweep": None if params.sweep is None else params.sweep.model_dump()},
+        "group_gpr": {},
+        "outcome_fairness": {"n_boot": min(params.audit.n_boot, 500), "seed": params.seed},
+    }[name]
+    return {**common, **extra}
+
+
+def run_notebook(params: Params, name: str) -> Path:
+    """Execute notebooks/<name>.ipynb with papermill (explicit kernel, execution timeout, parameters checked
+    against the notebook's ``parameters`` cell both ways) and render reports/<name>.html with code hidden."""
+    import nbformat
+    import papermill as pm
+    from nbconvert import HTMLExporter
+
+    if name not in NOTEBOOKS:
+        raise ConfigError(f"unknown report {name!r}; known: {', '.join(NOTEBOOKS)}")
+    src = params.resolve("notebooks") / f"{name}.ipynb"
+    declared = set(pm.inspect_notebook(str(src)))
+    provided = notebook_parameters(params, name)
+    unknown, missing = set(provided) - declared, declared - set(provided)
+    if unknown or missing:
+        raise ConfigError(f"{src}: parameters cell and params.yaml disagree: "
+                          f"unknown to the notebook {sorted(unknown)}, not provided {sorted(missing)}")
+    fig_dir = Path(provided["figures_dir"])
+    if fig_dir.exists():
+        shutil.rmtree(fig_dir)
+    fig_dir.mkdir(parents=True)
+    with tempfile.TemporaryDirectory() as td:
+        executed = Path(td) / f"{name}.ipynb"
+        pm.execute_notebook(str(src), str(executed), parameters=provided, kernel_name=params.report.kernel,
+                            execution_timeout=params.report.timeout_s, cwd=str(params.resolve("reports")),
+                            progress_bar=True)
+        nb = nbformat.read(executed, as_version=4)
+    exporter = HTMLExporter(exclude_input=True, exclude_input_prompt=True, exclude_output_prompt=True)
+    body, _ = exporter.from_notebook_node(nb)
+    out = params.resolve("reports") / f"{name}.html"
+    _atomic_write(out, body)
+    return out
+
+
+def _commit(base: Path) -> str:
+    try:
+        sha = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=base, capture_output=True, text=True,
+                             check=True).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=base,
+                               capture_output=True, text=True).stdout.strip()
+        return sha + ("+uncommitted changes" if dirty else "")
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+
+
+def _fmt_ci(m, lo, hi, digits=2):
+    if m is None or (isinstance(m, float) and np.isnan(m)):
+        return ""
+    return f"{m:.{digits}f} [{lo:.{digits}f}, {hi:.{digits}f}]"
+
+
+def main_table(params: Params, attack: str = "alooa_cross_fit") -> pd.DataFrame:
+    """Per dataset × model × ε × algorithm (grid runs): accuracy and Δ, mean over seeds with the mean CI bounds,
+    and the accounting (σ_g, σ_b, q, T, accountant, ε spent)."""
+    runs = {k: v.model_dump() for k, v in params.runs.items() if v.tau is None}
+    df = run_table(load_summaries(params.resolve("results/audit"), runs), runs)
+    df = df[df.attack == attack]
+    agg = df.groupby(["dataset", "model", "epsilon", "algorithm"], dropna=False, sort=False).agg(
+        seeds=("seed", "nunique"), accuracy=("accuracy", "mean"), accuracy_sd=("accuracy", "std"),
+        delta_pp=("delta_pp", "mean"), delta_lo=("delta_lo", "mean"), delta_hi=("delta_hi", "mean"),
+        p_delta=("p_delta", "median"), sigma_g=("sigma_g", "first"), sigma_b=("sigma_b", "first"),
+        q=("q", "first"), T=("T", "first"), delta=("delta", "first"), accountant=("accountant", "first"),
+        eps_spent=("eps_spent", "max"), guaranteed=("guaranteed", "all")).reset_index()
+    return agg
+
+
+def build_index(params: Params) -> Path:
+    """reports/index.html: the main results table, the accounting, links, the profile, the commit; plus
+    reports/metrics.json (DVC metrics) and the paper comparison when reports/paper/ holds a paper-profile run."""
+    agg = main_table(params)
+    rows = []
+    for _, r in agg.iterrows():
+        eps = "∞ (non-private)" if pd.isna(r.epsilon) else f"{r.epsilon:g}"
+        spent = "∞" if not np.isfinite(r.eps_spent) else f"{r.eps_spent:.3f}"
+        if r.algorithm == "dpsgd_s_nonprivate":
+            spent += " (not guaranteed: statistics not privatised)"
+        sig_b = "" if pd.isna(r.sigma_b) else f", σ_b = {r.sigma_b:.3g}"
+        acct = ("no noise" if r.algorithm == "sgd" else
+                f"σ_g = {r.sigma_g:.4g}{sig_b}, q = {r.q:.4g}, T = {r['T']}, Poisson, {r.accountant.upper()}, "
+                f"δ = {r.delta:g}, ε spent = {spent}")
+        rows.append(f"<tr><td>{r.dataset}</td><td>{r.model}</td><td>{eps}</td><td>{ALGORITHM_LABELS[r.algorithm]}</td>"
+                    f"<td>{r.seeds}</td><td>{100 * r.accuracy:.2f}</td>"
+                    f"<td>{_fmt_ci(r.delta_pp, r.delta_lo, r.delta_hi)}</td><td>{r.p_delta:.3f}</td>"
+                    f"<td>{html.escape(acct)}</td></tr>")
+    paper_html = _paper_comparison(params)
+    links = "".join(f'<li><a href="{n}.html">{n.replace("_", " ")}</a></li>' for n in NOTEBOOKS)
+    page = f"""<!doctype html><html><head><meta charset="utf-8"><title>fairdp results</title>
+<style>body{{font-family:sans-serif;max-width:1200px;margin:2em auto}}td,th{{border-bottom:1px solid #ddd;padding:3px 6px;font-size:13px}}table{{border-collapse:collapse}}</style></head><body>
+<h1>fairdp: group privacy risk under DP-SGD and DP-SGD-S</h1>
+<p>Profile <b>{params.profile}</b>, built from commit <code>{html.escape(_commit(params.base_dir))}</code>.
+Audit: PA-ALOOA with the cross-fitted estimator, {params.audit.m} audit records, 2R = {2 * params.audit.R} models per
+configuration. Δ = max − min over groups of GPR (mean per-record advantage), in percentage points, with its 95% bootstrap
+interval (records × model pairs; mean of the per-seed bounds when several seeds) and the permutation p-value of
+"Δ &gt; 0" (median over seeds). Δ is a max − min and is biased upward when groups are close: read it with its p-value.</p>
+<ul>{links}</ul>
+<h2>Main results</h2>
+<table><tr><th>dataset</th><th>model</th><th>ε</th><th>algorithm</th><th>seeds</th><th>accuracy (%)</th>
+<th>Δ pp [95% CI]</th><th>p(Δ&gt;0)</th><th>accounting</th></tr>{''.join(rows)}</table>
+{paper_html}
+</body></html>"""
+    out = params.resolve("reports") / "index.html"
+    _atomic_write(out, page)
+    metrics = {f"{r.dataset}-{r.model}-{r.algorithm}" + ("" if pd.isna(r.epsilon) else f"-e{r.epsilon:g}"):
+               {"accuracy": round(float(r.accuracy), 5), "delta_pp": round(float(r.delta_pp), 4),
+                "delta_lo": round(float(r.delta_lo), 4), "delta_hi": round(float(r.delta_hi), 4),
+                "eps_spent": None if not np.isfinite(r.eps_spent) else round(float(r.eps_spent), 4)}
+               for _, r in agg.iterrows()}
+    _atomic_write(params.resolve("reports") / "metrics.json", json.dumps(metrics, indent=1))
+    return out
+
+
+def _paper_comparison(params: Params) -> str:
+    path = params.resolve("reports/paper/adult_paper_profile.json")
+    if not path.is_file():
+        return ("<h2>Against the paper</h2><p>No paper-profile run is stored yet "
+                "(<code>make repro PROFILE=paper</code>, then <code>fairdp paper-snapshot</code>).</p>")
+    snap = json.loads(path.read_text())
+    rows = []
+    for r in snap["rows"]:
+        ref = PAPER_REPORTED.get((r["dataset"], r["model"], r["epsilon"]), {}).get(r["algorithm"], {})
+        rows.append(f"<tr><td>{r['dataset']}</td><td>{r['epsilon']}</td><td>{ALGORITHM_LABELS[r['algorithm']]}</td>"
+                    f"<td>{100 * r['accuracy']:.2f}</td><td>{_fmt_ci(r['delta_pp'], r['delta_lo'], r['delta_hi'])}</td>"
+                    f"<td>{r.get('delta_in_sample_pp', float('nan')):.2f}</td>"
+                    f"<td>{ref.get('delta_pp', '')}</td><td>{'' if 'accuracy' not in ref else 100 * ref['accuracy']}</td></tr>")
+    return (f"<h2>Against the paper (paper profile: {html.escape(snap['note'])})</h2><table><tr><th>dataset</th><th>ε</th>"
+            "<th>algorithm</th><th>accuracy (%)</th><th>Δ pp cross-fitted [CI]</th><th>Δ pp in-sample (paper's estimator)</th>"
+            f"<th>paper Δ pp</th><th>paper accuracy (%)</th></tr>{''.join(rows)}</table>")
+
+
+def paper_snapshot(params: Params, *, wall_s: float | None = None) -> Path:
+    """Store the paper-profile Adult results (mean over seeds) in reports/paper/ for the index page."""
+    if params.profile != "paper":
+        raise ConfigError(f"params.yaml is the {params.profile!r} profile; run `make repro PROFILE=paper` first")
+    agg = main_table(params)
+    ins = main_table(params, attack="alooa_in_sample").set_index(["dataset", "model", "epsilon", "algorithm"])
+    rows = []
+    for _, r in agg.iterrows():
+        rows.append({"dataset": r.dataset, "model": r.model, "algorithm": r.algorithm,
+                     "epsilon": None if pd.isna(r.epsilon) else float(r.epsilon), "seeds": int(r.seeds),
+                     "accuracy": float(r.accuracy), "delta_pp": float(r.delta_pp), "delta_lo": float(r.delta_lo),
+                     "delta_hi": float(r.delta_hi),
+                     "delta_in_sample_pp": float(ins.loc[(r.dataset, r.model, r.epsilon, r.algorithm), "delta_pp"]),
+                     "eps_spent": None if not np.isfinite(r.eps_spent) else float(r.eps_spent)})
+    note = (f"2R = {2 * params.audit.R}, {params.train.epochs:g} epochs, batch {params.train.batch_size}, "
+            f"lr {params.train.lr:g}, m = {params.audit.m}, commit {_commit(params.base_dir)}"
+            + (f", wall time {wall_s / 60:.1f} min" if wall_s else ""))
+    out = params.resolve("reports/paper") / "adult_paper_profile.json"
+    _atomic_write(out, json.dumps({"note": note, "rows": rows}, indent=1))
+    return out

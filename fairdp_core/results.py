@@ -1,0 +1,70 @@
+"""Reading audit outputs into tidy frames for the reports (no algorithm code: it only gathers)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+__all__ = ["ALGORITHM_LABELS", "group_table", "load_summaries", "records", "run_table"]
+
+ALGORITHM_LABELS = {"sgd": "SGD", "dpsgd": "DP-SGD", "dpsgd_s": "DP-SGD-S",
+                    "dpsgd_s_nonprivate": "DP-SGD-S (non-private stats)"}
+
+
+def load_summaries(results_dir: str | Path, runs: dict[str, dict]) -> dict[str, dict]:
+    """``summary.json`` of every run in ``runs`` (name -> RunSpec fields). A missing one is an error."""
+    out = {}
+    for name in runs:
+        p = Path(results_dir) / name / "summary.json"
+        if not p.is_file():
+            raise FileNotFoundError(f"{p} missing: run `fairdp audit {name}` (dvc repro does)")
+        out[name] = json.loads(p.read_text())
+    return out
+
+
+def run_table(summaries: dict[str, dict], runs: dict[str, dict]) -> pd.DataFrame:
+    """One row per run × attack: accuracy, accounting (σ, q, T, accountant, ε spent), Δ with CI and p-value."""
+    rows = []
+    for name, s in summaries.items():
+        r, acct = runs[name], s["accounting"]
+        for attack, a in s["attacks"].items():
+            rows.append({
+                "run": name, "dataset": r["dataset"], "model": r["model"], "algorithm": r["algorithm"],
+                "label": ALGORITHM_LABELS[r["algorithm"]], "epsilon": r["epsilon"], "seed": r["seed"],
+                "tau": r.get("tau"), "gamma": r.get("gamma"), "attack": attack,
+                "accuracy": s["accuracy"]["mean"], "delta_pp": a["delta_pp"], "delta_lo": a["delta_lo"],
+                "delta_hi": a["delta_hi"], "delta_bc": a.get("delta_bias_corrected"), "p_delta": a["p_delta_gt_0"],
+                "sigma_g": acct["sigma_g"], "sigma_b": acct["sigma_b"], "sigma_eff": acct["sigma_eff"],
+                "q": acct["sample_rate"], "T": acct["steps"], "delta": acct["delta"], "accountant": acct["accountant"],
+                "eps_spent": acct["epsilon"], "guaranteed": acct["guaranteed"], "n_models": s["n_models"],
+                "m": s["m"], "train_s": s["timings"]["train_s"],
+            })
+    return pd.DataFrame(rows)
+
+
+def group_table(summaries: dict[str, dict], runs: dict[str, dict]) -> pd.DataFrame:
+    """One row per run × attack × group: GPR with CI."""
+    rows = []
+    for name, s in summaries.items():
+        r = runs[name]
+        for attack, a in s["attacks"].items():
+            for k, gname in enumerate(s["group_names"]):
+                rows.append({"run": name, "dataset": r["dataset"], "model": r["model"], "algorithm": r["algorithm"],
+                             "label": ALGORITHM_LABELS[r["algorithm"]], "epsilon": r["epsilon"], "seed": r["seed"],
+                             "tau": r.get("tau"), "gamma": r.get("gamma"), "attack": attack, "group": gname,
+                             "gpr": a["gpr"][k], "gpr_lo": a["gpr_lo"][k], "gpr_hi": a["gpr_hi"][k],
+                             "accuracy_group": s["accuracy"]["by_group"][gname]})
+    return pd.DataFrame(rows)
+
+
+def records(results_dir: str | Path, name: str) -> pd.DataFrame:
+    """The per-record table of a run."""
+    return pd.read_csv(Path(results_dir) / name / "records.csv")
+
+
+def signals(results_dir: str | Path, name: str) -> dict[str, np.ndarray]:
+    with np.load(Path(results_dir) / name / "signals.npz") as z:
+        return {k: z[k] for k in z.files}
