@@ -15,13 +15,15 @@ The loss is the per-sample cross-entropy; ``per_sample`` returns norms [M, W] an
 
 from __future__ import annotations
 
+import copy
+
 import torch
 from torch import nn
 from torch.func import functional_call, grad, vmap
 
-from ..models import MLP, LogisticRegression
+from ..models import MLP, LogisticRegression, MnistCNN, UTKFaceCNN
 
-__all__ = ["Backend", "DenseBackend", "FuncBackend", "make_backend", "stack_params"]
+__all__ = ["Backend", "DenseBackend", "FuncBackend", "LayerBackend", "make_backend", "stack_params"]
 
 
 def stack_params(modules: list[nn.Module]) -> dict[str, torch.Tensor]:
@@ -136,10 +138,118 @@ class FuncBackend(Backend):
         return {n: torch.einsum("mw,mw...->m...", factors, v) for n, v in ctx.items()}
 
 
+class LayerBackend(Backend):
+    """Models of Conv2d and Linear layers with any parameter-free ops between (the CNNs), one model at a time.
+
+    One ordinary batched forward and one backward to the layer OUTPUTS give every sample's output gradient
+    δ_i (samples do not interact); per-sample parameter gradients then follow in closed form: for a linear layer
+    δ_i a_iᵀ (norm ‖δ_i‖·sqrt(‖a_i‖² + 1), never materialised), for a convolution δ_i · unfold(a_i)ᵀ, a
+    [out, in·k·k] matrix per sample (Goodfellow 2015, arXiv 1510.01799; Rochette et al. 2019, arXiv 1912.06015).
+    Models are looped over: batching CNNs over models does not pay on a CPU (PERF_NOTES.md).
+    """
+
+    def __init__(self, module: nn.Module) -> None:
+        # A private copy: its hooks switch conv outputs to channels_last, which must never leak into a module
+        # that Opacus later wraps (Opacus 1.6 computes wrong per-sample conv gradients in that layout).
+        self.module = copy.deepcopy(module)
+        self.layers = [(n, m) for n, m in self.module.named_modules() if isinstance(m, (nn.Conv2d, nn.Linear))]
+        if not self.layers or any(m.bias is None for _, m in self.layers):
+            raise ValueError("LayerBackend needs Conv2d/Linear layers with biases")
+        self._captured: list[tuple[torch.Tensor, torch.Tensor]] = []
+        for _, m in self.layers:
+            m.register_forward_hook(self._hook)
+
+    def _hook(self, mod, inp, out):
+        self._captured.append((inp[0], out))
+        if out.dim() == 4:  # what follows (tanh, max-pool) runs several times faster in channels_last
+            return out.contiguous(memory_format=torch.channels_last)
+        return None
+
+    def _one(self, p: dict[str, torch.Tensor], x: torch.Tensor, y: torch.Tensor):
+        """Per layer (input a, output gradient δ) of model parameters p on samples x [W, ...]."""
+        self._captured = []
+        with torch.enable_grad():
+            p = {k: v.detach().requires_grad_(True) for k, v in p.items()}
+            logits = functional_call(self.module, p, (self._layout(x),))
+            outs = [o for _, o in self._captured]
+            deltas = torch.autograd.grad(nn.functional.cross_entropy(logits, y, reduction="sum"), outs)
+        return [(a.detach(), d) for (a, _), d in zip(self._captured, deltas)]
+
+    @staticmethod
+    def _layout(x: torch.Tensor) -> torch.Tensor:
+        """channels_last: max-pooling in the default layout is several times slower on CPU (PERF_NOTES.md)."""
+        return x.contiguous(memory_format=torch.channels_last) if x.dim() == 4 else x
+
+    def _per_sample_conv(self, layer: nn.Conv2d, a: torch.Tensor, d: torch.Tensor) -> torch.Tensor:
+        """[W, out, in·k·k] per-sample weight gradients of a convolution."""
+        u = nn.functional.unfold(a.contiguous(), layer.kernel_size, dilation=layer.dilation, padding=layer.padding,
+                                 stride=layer.stride)  # [W, in·k·k, L]
+        return torch.bmm(d.flatten(2), u.transpose(1, 2))
+
+    def per_sample(self, params, x, y, x_sq=None):
+        M = x.shape[0]
+        norms, ctx = [], []
+        for m in range(M):
+            pairs = self._one({k: v[m] for k, v in params.items()}, x[m], y[m])
+            sq = torch.zeros(x.shape[1], dtype=x.dtype, device=x.device)
+            per_model = []
+            for (name, layer), (a, d) in zip(self.layers, pairs):
+                if isinstance(layer, nn.Conv2d):
+                    g = self._per_sample_conv(layer, a, d)
+                    gb = d.sum((2, 3))
+                    sq += g.flatten(1).pow(2).sum(1) + gb.pow(2).sum(1)
+                    per_model.append((name, "conv", g, gb))
+                else:
+                    sq += d.pow(2).sum(1) * (a.pow(2).sum(1) + 1)
+                    per_model.append((name, "linear", a, d))
+            norms.append(sq.sqrt())
+            ctx.append(per_model)
+        return torch.stack(norms), ctx
+
+    def clipped_sum(self, ctx, factors):
+        out: dict[str, list[torch.Tensor]] = {}
+        for m, per_model in enumerate(ctx):
+            f = factors[m]
+            for name, kind, u, v in per_model:
+                if kind == "conv":
+                    w = torch.einsum("w,w...->...", f, u).view_as(self.module.get_submodule(name).weight)
+                    b = f @ v
+                else:
+                    fd = v * f[:, None]
+                    w, b = fd.T @ u, fd.sum(0)
+                out.setdefault(f"{name}.weight", []).append(w)
+                out.setdefault(f"{name}.bias", []).append(b)
+        return {k: torch.stack(v) for k, v in out.items()}
+
+    def batch_grad(self, params, x, y, weights):
+        out: dict[str, list[torch.Tensor]] = {}
+        for m in range(x.shape[0]):
+            with torch.enable_grad():
+                p = {k: v[m].detach().requires_grad_(True) for k, v in params.items()}
+                self._captured = []
+                logits = functional_call(self.module, p, (self._layout(x[m]),))
+                loss = (nn.functional.cross_entropy(logits, y[m], reduction="none") * weights[m]).sum()
+                g = torch.autograd.grad(loss, list(p.values()))
+            for k, gk in zip(p, g):
+                out.setdefault(k, []).append(gk)
+        return {k: torch.stack(v) for k, v in out.items()}
+
+    def forward(self, params, x):
+        with torch.no_grad():
+            outs = []
+            for m in range(next(iter(params.values())).shape[0]):
+                self._captured = []
+                outs.append(functional_call(self.module, {k: v[m] for k, v in params.items()}, (self._layout(x),)))
+        self._captured = []
+        return torch.stack(outs)
+
+
 def make_backend(module: nn.Module) -> Backend:
-    """The fastest exact backend for ``module``: dense for LR/MLP, torch.func otherwise."""
+    """The fastest exact backend for ``module``: dense for LR/MLP, per-layer closed forms for the CNNs."""
     if isinstance(module, LogisticRegression):
         return DenseBackend(["fc"])
     if isinstance(module, MLP):
         return DenseBackend(["fc1", "fc2"])
+    if isinstance(module, (MnistCNN, UTKFaceCNN)):
+        return LayerBackend(module)
     return FuncBackend(module)
