@@ -34,8 +34,8 @@ def _errorbars(ax, df, x, y, lo, hi, hue, order, hue_order):
             if len(row):
                 r = row.iloc[0]
                 xpos = i - 0.4 + width * (j + 0.5)
-                ax.errorbar(xpos, r[y], yerr=[[r[y] - r[lo]], [r[hi] - r[y]]], fmt="none", ecolor="black",
-                            capsize=2, lw=1)
+                ax.errorbar(xpos, r[y], yerr=[[max(0.0, r[y] - r[lo])], [max(0.0, r[hi] - r[y])]], fmt="none",
+                            ecolor="black", capsize=2, lw=1)
 
 
 def gpr_by_group(df: pd.DataFrame, *, title: str = "", scale: float = 100.0) -> plt.Figure:
@@ -72,15 +72,15 @@ def estimator_distributions(adv: dict[str, np.ndarray], null: dict[str, np.ndarr
 
 
 def delta_vs(df: pd.DataFrame, x: str, *, hue: str = "label", title: str = "") -> plt.Figure:
-    """Δ (pp, with CI) and accuracy against ``x`` (e.g. epsilon or tau), one line per ``hue``."""
+    """Δ (pp, bias-corrected, with its CI) and accuracy against ``x`` (e.g. epsilon or tau), one line per ``hue``."""
     fig, axes = plt.subplots(1, 2, figsize=(10, 3.6))
     for h, g in df.groupby(hue, sort=False):
-        g = g.groupby(x, as_index=False).agg(delta_pp=("delta_pp", "mean"), delta_lo=("delta_lo", "mean"),
+        g = g.groupby(x, as_index=False).agg(delta=("delta_bc", "mean"), delta_lo=("delta_lo", "mean"),
                                               delta_hi=("delta_hi", "mean"), accuracy=("accuracy", "mean"))
-        axes[0].errorbar(g[x], g["delta_pp"], yerr=[g["delta_pp"] - g["delta_lo"], g["delta_hi"] - g["delta_pp"]],
-                         marker="o", capsize=3, label=str(h))
+        err = np.clip([g["delta"] - g["delta_lo"], g["delta_hi"] - g["delta"]], 0, None)
+        axes[0].errorbar(g[x], g["delta"], yerr=err, marker="o", capsize=3, label=str(h))
         axes[1].plot(g[x], 100 * g["accuracy"], marker="o", label=str(h))
-    axes[0].set(xlabel=x, ylabel="Δ (pp)", title="disparity Δ (95% CI)")
+    axes[0].set(xlabel=x, ylabel="Δ (pp, bias-corrected)", title="disparity Δ (95% CI)")
     axes[1].set(xlabel=x, ylabel="test accuracy (%)", title="accuracy")
     if x == "epsilon":
         for ax in axes:
@@ -94,8 +94,8 @@ def delta_vs(df: pd.DataFrame, x: str, *, hue: str = "label", title: str = "") -
 def pareto(df: pd.DataFrame, *, title: str = "") -> plt.Figure:
     """Δ against accuracy for every configuration; the Pareto front (lower Δ, higher accuracy) joined."""
     fig, ax = plt.subplots(figsize=(6, 4))
-    sns.scatterplot(data=df, x="accuracy", y="delta_pp", hue="label", style="epsilon", ax=ax, s=60)
-    pts = df.sort_values("accuracy", ascending=False)[["accuracy", "delta_pp"]].to_numpy()
+    sns.scatterplot(data=df, x="accuracy", y="delta_bc", hue="label", style="epsilon", ax=ax, s=60)
+    pts = df.sort_values("accuracy", ascending=False)[["accuracy", "delta_bc"]].to_numpy()
     front, best = [], np.inf
     for acc, d in pts:
         if d < best:
@@ -104,7 +104,7 @@ def pareto(df: pd.DataFrame, *, title: str = "") -> plt.Figure:
     if front:
         f = np.array(front)
         ax.plot(f[:, 0], f[:, 1], color="black", lw=1, ls="--", label="Pareto front")
-    ax.set(xlabel="test accuracy", ylabel="Δ (pp)", title=title)
+    ax.set(xlabel="test accuracy", ylabel="Δ (pp, bias-corrected)", title=title)
     ax.legend(fontsize=7, ncol=2)
     fig.tight_layout()
     return fig
@@ -114,8 +114,8 @@ def level_shift(df: pd.DataFrame, *, title: str = "") -> plt.Figure:
     """Per group: GPR change from DP-SGD to DP-SGD-S (pp, with CI); above 0 = that group got riskier."""
     fig, ax = plt.subplots(figsize=(max(5, 0.6 * df["group"].nunique() + 3), 3.4))
     d = df.reset_index(drop=True)
-    ax.errorbar(np.arange(len(d)), 100 * d["change"], yerr=[100 * (d["change"] - d["lo"]), 100 * (d["hi"] - d["change"])],
-                fmt="o", capsize=3)
+    err = np.clip([100 * (d["change"] - d["lo"]), 100 * (d["hi"] - d["change"])], 0, None)
+    ax.errorbar(np.arange(len(d)), 100 * d["change"], yerr=err, fmt="o", capsize=3)
     ax.set_xticks(np.arange(len(d)), d["group"], rotation=30)
     ax.axhline(0, color="grey", lw=0.8)
     ax.set(ylabel="GPR(DP-SGD-S) − GPR(DP-SGD), pp", title=title)

@@ -70,7 +70,8 @@ leakage) and a *null-corrected* one (in-sample minus its mean under permuted mem
    'looa_runs = []\nn_null = 50\nseed = 0', [
     ("md", "## Δ by attack, for every configuration\nΔ in pp with its 95% bootstrap interval; the cost column is the "
            "seconds the attack's own statistics took, beside the bank's training time (shared by all attacks on it)."),
-    ("code", '''wide = runs_df.pivot_table(index=["run", "train_s"], columns="attack", values="delta_pp").reset_index()
+    ("code", '''display(Markdown("Plug-in Δ (pp) per attack:"))
+wide = runs_df.pivot_table(index=["run", "train_s"], columns="attack", values="delta_pp").reset_index()
 table(wide, "{:.2f}")
 cost = pd.DataFrame([{"run": k, **{a: v for a, v in s["timings"].items()}} for k, s in summaries.items()])
 table(cost, "{:.2f}")'''),
@@ -144,8 +145,8 @@ else:
                  & (runs_df.attack == "alooa_cross_fit") & runs_df.algorithm.isin(["dpsgd", "dpsgd_s"])].copy()
     sw = sw[(sw.algorithm == "dpsgd") | sw.tau.notna()]
     sw["setting"] = np.where(sw.algorithm == "dpsgd", "DP-SGD", "DP-SGD-S τ=" + sw.tau.astype(str) + " γ=" + sw.gamma.astype(str))
-    table(sw[["setting", "epsilon", "seed", "accuracy", "delta_pp", "delta_lo", "delta_hi", "p_delta", "sigma_g", "sigma_b", "q", "T", "eps_spent"]])
-    sw[["setting", "epsilon", "tau", "gamma", "accuracy", "delta_pp", "delta_lo", "delta_hi"]].to_csv(fig_dir / "sweep.csv", index=False)'''),
+    table(sw[["setting", "epsilon", "seed", "accuracy", "delta_pp", "delta_bc", "delta_lo", "delta_hi", "p_delta", "sigma_g", "sigma_b", "q", "T", "eps_spent"]])
+    sw[["setting", "epsilon", "tau", "gamma", "accuracy", "delta_pp", "delta_bc", "delta_lo", "delta_hi"]].to_csv(fig_dir / "sweep.csv", index=False)'''),
     ("md", "## Against ε"),
     ("code", '''if len(sw):
     show(plots.delta_vs(sw, "epsilon", hue="setting", title=f"{sweep['dataset']} / {sweep['model']}"), "delta_vs_epsilon")'''),
@@ -162,14 +163,14 @@ else:
     ("code", '''if len(sw):
     lines = []
     for eps, g in sw.groupby("epsilon"):
-        base = g[g.algorithm == "dpsgd"]["delta_pp"].mean()
-        best = g[g.algorithm == "dpsgd_s"].sort_values("delta_pp").iloc[0]
-        lines.append(f"- ε = {eps:g}: DP-SGD Δ = {base:.2f} pp; the lowest DP-SGD-S Δ is {best.delta_pp:.2f} pp "
+        base = g[g.algorithm == "dpsgd"]["delta_bc"].mean()
+        best = g[g.algorithm == "dpsgd_s"].sort_values("delta_bc").iloc[0]
+        lines.append(f"- ε = {eps:g}: DP-SGD Δ = {base:.2f} pp (bias-corrected); the lowest DP-SGD-S Δ is {best.delta_bc:.2f} pp "
                      f"[{best.delta_lo:.2f}, {best.delta_hi:.2f}] ({best.setting}, accuracy {100 * best.accuracy:.2f}%, "
                      f"p(Δ>0) = {best.p_delta:.3f}).")
     display(Markdown("\\n".join(lines)))
-    json.dump({f"e{e:g}": {"dpsgd_delta": float(g[g.algorithm == 'dpsgd']['delta_pp'].mean()),
-                           "best_dpsgd_s_delta": float(g[g.algorithm == 'dpsgd_s']['delta_pp'].min())}
+    json.dump({f"e{e:g}": {"dpsgd_delta_bc": float(g[g.algorithm == 'dpsgd']['delta_bc'].mean()),
+                           "best_dpsgd_s_delta_bc": float(g[g.algorithm == 'dpsgd_s']['delta_bc'].min())}
                for e, g in sw.groupby("epsilon")}, open(metrics_path, "w"), indent=1)
 else:
     json.dump({}, open(metrics_path, "w"))'''),
@@ -210,14 +211,14 @@ level = pd.concat(level_rows) if level_rows else pd.DataFrame()
 if len(level):
     for setting, d in level.groupby("setting", sort=False):
         if setting.endswith("s0"):
-            show(plots.level_shift(d, title=setting), "level_" + setting.replace("/", "_").replace(" ", "_").replace("=", ""))
+            show(plots.level_shift(d, title=setting), "level_" + setting.replace("/", "_").replace(" ", "_").replace("=", "").replace("ε", "e"))
     level["verdict"] = np.where(level.hi < 0, "safer", np.where(level.lo > 0, "riskier", "no clear change"))
     table(level[["setting", "group", "gpr_dpsgd", "change", "lo", "hi", "verdict"]], "{:.4f}")'''),
     ("md", "## DP-SGD vs DP-SGD-S across seeds (paired)"),
     ("code", '''main_runs = runs_df[(runs_df.attack == "alooa_cross_fit") & runs_df.tau.isna() & runs_df.algorithm.isin(["dpsgd", "dpsgd_s"])]
 rows = []
 for (ds, mo, eps), g in main_runs.groupby(["dataset", "model", "epsilon"]):
-    p = g.pivot_table(index="seed", columns="algorithm", values="delta_pp").dropna()
+    p = g.pivot_table(index="seed", columns="algorithm", values="delta_bc").dropna()
     if len(p) >= 2:
         c = stats.paired_seed_comparison(p["dpsgd_s"].to_numpy(), p["dpsgd"].to_numpy(), rng=rng)
         rows.append({"dataset": ds, "model": mo, "epsilon": eps, **c})
@@ -236,7 +237,7 @@ if len(level):
                      f"[{100 * hi_risk.lo:+.2f}, {100 * hi_risk.hi:+.2f}]; the safest ({lo_risk.group}) by "
                      f"{100 * lo_risk.change:+.2f} pp [{100 * lo_risk.lo:+.2f}, {100 * lo_risk.hi:+.2f}].")
 for _, r in paired.iterrows():
-    lines.append(f"- {r.dataset}/{r.model} ε={r.epsilon:g}: Δ(DP-SGD-S) − Δ(DP-SGD) = {r.mean_diff:+.2f} pp over "
+    lines.append(f"- {r.dataset}/{r.model} ε={r.epsilon:g}: Δ(DP-SGD-S) − Δ(DP-SGD) (bias-corrected) = {r.mean_diff:+.2f} pp over "
                  f"{int(r.n_seeds)} seeds, 95% CI [{r.lo:+.2f}, {r.hi:+.2f}], sign-flip p = {r.p_sign_flip:.3f}.")
 display(Markdown("\\n".join(lines) if lines else "No DP-SGD / DP-SGD-S pair in this profile."))
 json.dump({"leveling": level.to_dict(orient="records") if len(level) else [],

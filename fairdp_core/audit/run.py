@@ -143,6 +143,7 @@ def run_audit(params: Params, name: str, out: str | os.PathLike, *, design_path:
                                       "delta_pp": res["delta_pp"], "delta_lo": res["delta_lo"],
                                       "delta_hi": res["delta_hi"], "p_delta_gt_0": p,
                                       "delta_bias_corrected": res["delta_bias_corrected"],
+                                      "delta_pct_lo": res["delta_pct_lo"], "delta_pct_hi": res["delta_pct_hi"],
                                       "bootstrap": "records x model pairs" if attack in TWO_WAY else "records"}
             for k in range(K):
                 group_rows.append({"attack": attack, "group": k, "group_name": data.group_names[k],

@@ -137,12 +137,16 @@ def bootstrap_gpr(scores: np.ndarray, membership: np.ndarray, group: np.ndarray,
     a = (1 - level) / 2
     d_boot = 100 * (np.nanmax(g_boot, 1) - np.nanmin(g_boot, 1))
     d_obs = delta_pp(gpr(base, group, n_groups))
-    # Δ is a max − min: biased upward when groups are close, and so is its bootstrap distribution. Report the
-    # bootstrap bias-corrected estimate 2Δ − mean(Δ*) beside the percentile interval (read with the p-value).
+    # Δ is a max − min: biased upward when groups are close, and its bootstrap distribution more so (the plug-in
+    # Δ can fall below the whole percentile interval). So Δ's interval is the basic (reverse-percentile) one,
+    # [2Δ − q_hi, 2Δ − q_lo] clipped at 0, centred on the bias-corrected estimate 2Δ − mean(Δ*); the percentile
+    # interval is kept for reference. Read Δ with its permutation p-value.
+    q_lo, q_hi = np.quantile(d_boot, a), np.quantile(d_boot, 1 - a)
     return {"gpr": gpr(base, group, n_groups), "gpr_lo": np.quantile(g_boot, a, axis=0),
             "gpr_hi": np.quantile(g_boot, 1 - a, axis=0), "delta_pp": d_obs,
-            "delta_lo": float(np.quantile(d_boot, a)), "delta_hi": float(np.quantile(d_boot, 1 - a)),
-            "delta_bias_corrected": float(2 * d_obs - d_boot.mean()), "advantage": base}
+            "delta_bias_corrected": float(max(0.0, 2 * d_obs - d_boot.mean())),
+            "delta_lo": float(max(0.0, 2 * d_obs - q_hi)), "delta_hi": float(max(0.0, 2 * d_obs - q_lo)),
+            "delta_pct_lo": float(q_lo), "delta_pct_hi": float(q_hi), "advantage": base}
 
 
 def permutation_pvalue(advantage: np.ndarray, group: np.ndarray, n_groups: int, *, rng: np.random.Generator,
