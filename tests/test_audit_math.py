@@ -264,3 +264,21 @@ def test_paired_group_difference_hand_case_and_pairing():
     assert abs(df.loc[0, "change"]) < 0.005  # group 0 unchanged up to the added N(0, 0.01) noise
     # pairing matters: the paired CI is far narrower than the spread of either algorithm's advantages
     assert df.loc[1, "hi"] - df.loc[1, "lo"] < 0.01
+
+
+def test_lira_bootstrap_uses_fixed_scores_not_refits():
+    """Seed 8, no leakage, 2R = 80 (per-record variances, as at the paper's scale). Resampling precomputed LiRA scores keeps the point estimate inside its CI;
+    refitting LiRA inside each resample (repeated model pairs act as their own shadow models) inflates the
+    bootstrap distribution far above the point estimate: the reason run_audit precomputes the scores."""
+    rng = np.random.default_rng(8)
+    M, m = 80, 400
+    mem = np.zeros((M, m), bool)
+    mem[0::2] = True
+    phi = rng.normal(size=(M, m))
+    g = np.repeat([0, 1], m // 2)
+    fixed = bootstrap_gpr(lira_scores(phi, mem), mem, g, 2, lambda s, mm, f: cross_fit_advantage(s, mm, folds=f),
+                          rng=rng, n_boot=200)
+    assert ((fixed["gpr_lo"] <= fixed["gpr"]) & (fixed["gpr"] <= fixed["gpr_hi"])).all()
+    refit = bootstrap_gpr(phi, mem, g, 2, lambda s, mm, f: cross_fit_advantage(lira_scores(s, mm), mm, folds=f),
+                          rng=rng, n_boot=200)
+    assert (refit["gpr_lo"] > refit["gpr"]).any()

@@ -126,10 +126,14 @@ def run_audit(params: Params, name: str, out: str | os.PathLike, *, design_path:
                                                                      n_null=a.n_null),
             "ga": lambda s, m, f: ga_advantage(s, m),
             "gba": lambda s, m, f: gba_advantage(s, m, g),
-            "lira_online": lambda s, m, f: cross_fit_advantage(lira_scores(s, m, mode="online"), m, folds=f),
-            "lira_offline": lambda s, m, f: cross_fit_advantage(lira_scores(s, m, mode="offline"), m, folds=f),
+            "lira_online": lambda s, m, f: cross_fit_advantage(s, m, folds=f),
+            "lira_offline": lambda s, m, f: cross_fit_advantage(s, m, folds=f),
         }
-        signal_of = {k: (phi if k.startswith("lira") else scores) for k in per_record}
+        # LiRA scores are computed once on the bank as trained (each model's Gaussians fitted on the OTHER models)
+        # and then resampled like any signal: refitting on a resample with repeated model pairs would let a
+        # model's own copy act as its shadow model and inflate the bootstrap distribution.
+        lira = {mode: lira_scores(phi, mem, mode=mode) for mode in ("online", "offline")}
+        signal_of = {k: lira[k.split("_")[1]] if k.startswith("lira") else scores for k in per_record}
         records = pd.DataFrame({"record": idx, "group": g, "group_name": [data.group_names[k] for k in g]})
         group_rows, attack_summary = [], {}
         for attack in ATTACKS:
@@ -150,12 +154,11 @@ def run_audit(params: Params, name: str, out: str | os.PathLike, *, design_path:
                                    "n_records": int((g == k).sum()), "gpr": res["gpr"][k],
                                    "gpr_lo": res["gpr_lo"][k], "gpr_hi": res["gpr_hi"][k]})
         # Low-FPR view and empirical ε lower bound per group, on the LiRA-online score over (model, record) pairs.
-        lira = lira_scores(phi, mem, mode="online")
         folds = pair_folds(mem.shape[0])
         low_fpr = {}
         for k in range(K):
             cols = g == k
-            s_k, m_k = lira[:, cols], mem[:, cols]
+            s_k, m_k = lira["online"][:, cols], mem[:, cols]
             r01 = tpr_at_fpr(s_k[m_k], s_k[~m_k], 0.001, alpha=a.alpha)
             r1 = tpr_at_fpr(s_k[m_k], s_k[~m_k], 0.01, alpha=a.alpha)
             eps = epsilon_lower_bound(s_k, m_k, folds, delta=spec.delta, alpha=a.alpha)
