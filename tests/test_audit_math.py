@@ -282,3 +282,11 @@ def test_lira_bootstrap_uses_fixed_scores_not_refits():
     refit = bootstrap_gpr(phi, mem, g, 2, lambda s, mm, f: cross_fit_advantage(lira_scores(s, mm), mm, folds=f),
                           rng=rng, n_boot=200)
     assert (refit["gpr_lo"] > refit["gpr"]).any()
+
+
+def test_looa_design_targets_come_from_candidates():
+    group = np.repeat([0, 1], [100, 40])
+    cand = np.array([3, 7, 11, 101, 105, 120, 130])
+    d = looa_design(group, L=4, R=2, min_per_group=2, rng=np.random.default_rng(0), candidates=cand)
+    assert np.isin(d.targets, cand).all() and np.bincount(group[d.targets]).min() >= 2
+    assert (~d.membership[~d.is_in, d.targets[d.target_of_row[~d.is_in]]]).all()

@@ -16,6 +16,7 @@ __all__ = [
     "ESTIMATORS",
     "Estimator",
     "best_cut",
+    "pair_folds",
     "cross_fit_advantage",
     "ga_advantage",
     "gba_advantage",
@@ -86,6 +87,11 @@ def _rate_at(scores, membership, thr):
     return (pred & lab).sum(0) / np.maximum(n_in, 1) - (pred & ~lab).sum(0) / np.maximum(n_out, 1)
 
 
+def pair_folds(M: int) -> np.ndarray:
+    """[M] in {0, 1}: model pairs (2r, 2r+1) alternate between folds (each fold keeps IN/OUT balanced)."""
+    return (np.arange(M) // 2) % 2
+
+
 def cross_fit_advantage(scores: np.ndarray, membership: np.ndarray, *, folds: np.ndarray | None = None) -> np.ndarray:
     """Choose each record's threshold on one half of the models, score TPR − FPR on the other, swap, average.
 
@@ -94,7 +100,7 @@ def cross_fit_advantage(scores: np.ndarray, membership: np.ndarray, *, folds: np
     """
     M = scores.shape[0]
     if folds is None:
-        folds = (np.arange(M) // 2) % 2
+        folds = pair_folds(M)
     folds = np.asarray(folds)
     if M < 4 or (folds == 0).sum() < 2 or (folds == 1).sum() < 2:
         raise ValueError("cross-fitting needs at least two model pairs (2R >= 4)")

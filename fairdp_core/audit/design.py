@@ -114,10 +114,14 @@ class LooaDesign:
     is_in: np.ndarray
 
 
-def looa_design(group: np.ndarray, *, L: int, R: int, min_per_group: int, rng: np.random.Generator) -> LooaDesign:
-    """L stratified targets; for each, R pairs (D, D∖{z}) with shared streams."""
+def looa_design(group: np.ndarray, *, L: int, R: int, min_per_group: int, rng: np.random.Generator,
+                candidates: np.ndarray | None = None) -> LooaDesign:
+    """L targets, stratified by group, drawn from ``candidates`` (pool indices; default the whole pool, e.g. the
+    audit set to compare with PA-ALOOA); for each, R pairs (D, D∖{z}) with shared streams. ``group`` [n]."""
     n = len(group)
-    targets = stratified_pick(group, L, min_per_group=min(min_per_group, L // (int(group.max()) + 1)), rng=rng)
+    cand = np.arange(n) if candidates is None else np.asarray(candidates)
+    g = group[cand]
+    targets = cand[stratified_pick(g, L, min_per_group=min(min_per_group, L // (int(g.max()) + 1)), rng=rng)]
     rows = 2 * len(targets) * R
     mem = np.ones((rows, n), dtype=bool)
     target_of_row = np.repeat(np.arange(len(targets)), 2 * R)

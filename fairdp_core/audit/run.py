@@ -204,13 +204,10 @@ def _run_looa(params, name, run, spec, data, design, records, progress) -> pd.Da
     """PA-LOOA for L audit records (stratified): R pairs (D, D∖{z}) with shared streams; same estimators."""
     a = params.audit.looa
     rng = derive_rng(params.seed, "looa", name)
-    ld = looa_design(design.audit_group, L=a.L, R=a.R, min_per_group=1, rng=rng)
-    targets = design.audit_idx[ld.targets]  # pool indices of the chosen audit records
-    n = len(data.train)
-    M = len(ld.is_in)
-    membership = np.ones((M, n), dtype=bool)
-    membership[np.flatnonzero(~ld.is_in), targets[ld.target_of_row[~ld.is_in]]] = False
-    bank = train_bank(data.train.X, data.train.y, data.train.group, membership, spec, n_classes=data.n_classes,
+    ld = looa_design(data.train.group, L=a.L, R=a.R, min_per_group=1, rng=rng, candidates=design.audit_idx)
+    targets = ld.targets  # pool indices of the chosen audit records
+    n, M = len(data.train), len(ld.is_in)
+    bank = train_bank(data.train.X, data.train.y, data.train.group, ld.membership, spec, n_classes=data.n_classes,
                       n_groups=data.n_groups, seed=derive_seed(params.seed, "looa-bank", name), progress=progress,
                       desc=f"{name} LOOA", stream_ids=ld.stream_ids, sample_over=np.ones((M, n), dtype=bool),
                       device=params.train.device)
@@ -219,7 +216,7 @@ def _run_looa(params, name, run, spec, data, design, records, progress) -> pd.Da
     L = len(targets)
     s = np.stack([-loss[ld.target_of_row == t, t] for t in range(L)], axis=1)
     m = np.stack([ld.is_in[ld.target_of_row == t] for t in range(L)], axis=1)
-    out = pd.DataFrame({"record": targets, "group": design.audit_group[ld.targets],
+    out = pd.DataFrame({"record": targets, "group": data.train.group[targets],
                         "looa_in_sample": record_advantage(s, m, estimator="in_sample"),
                         "looa_cross_fit": record_advantage(s, m, estimator="cross_fit")})
     by_rec = records.set_index("record")

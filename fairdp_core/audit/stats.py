@@ -15,6 +15,8 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
+from .attacks import pair_folds
+
 __all__ = [
     "bootstrap_gpr",
     "clopper_pearson",
@@ -22,7 +24,6 @@ __all__ = [
     "epsilon_lb_from_counts",
     "epsilon_lower_bound",
     "gpr",
-    "group_table",
     "pair_folds",
     "paired_group_difference",
     "paired_seed_comparison",
@@ -100,11 +101,6 @@ def epsilon_lower_bound(scores: np.ndarray, membership: np.ndarray, folds: np.nd
             "threshold": float(best_t), "tp": tp, "n_in": len(e_in), "fp": fp, "n_out": len(e_out)}
 
 
-def pair_folds(M: int) -> np.ndarray:
-    """[M] in {0, 1}: model pairs (2r, 2r+1) alternate between folds (each fold keeps IN/OUT balanced)."""
-    return (np.arange(M) // 2) % 2
-
-
 PerRecord = Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray]
 
 
@@ -120,7 +116,7 @@ def bootstrap_gpr(scores: np.ndarray, membership: np.ndarray, group: np.ndarray,
     """
     M, m = scores.shape
     folds = pair_folds(M)
-    pairs = [np.flatnonzero((np.arange(M // 2) % 2) == f) for f in (0, 1)]
+    pairs = [np.flatnonzero(folds[::2] == f) for f in (0, 1)]  # pair r is rows 2r, 2r+1
     base = per_record(scores, membership, folds)
     by_group = [np.flatnonzero(group == k) for k in range(n_groups)]
     g_boot = np.empty((n_boot, n_groups))
@@ -190,9 +186,4 @@ def paired_group_difference(adv_a: np.ndarray, adv_b: np.ndarray, group: np.ndar
         boots = dk[rng.integers(0, len(dk), size=(n_boot, len(dk)))].mean(1)
         rows.append({"group": k, "change": float(dk.mean()), "lo": float(np.quantile(boots, q)),
                      "hi": float(np.quantile(boots, 1 - q)), "n": len(dk)})
-    return pd.DataFrame(rows)
-
-
-def group_table(rows: list[dict]) -> pd.DataFrame:
-    """One tidy per-group frame from row dicts (attack, estimator, group, gpr, gpr_lo, gpr_hi, ...)."""
     return pd.DataFrame(rows)

@@ -139,12 +139,6 @@ class Sources:
     mirror: Path | None = None
     download: bool = False
 
-    def locations(self, raw: RawFile) -> list[str]:
-        locs = [str(self.raw_dir / raw.folder / raw.name)]
-        if self.mirror is not None:
-            locs.append(str(self.mirror / raw.folder / raw.name))
-        return locs
-
     def fetch(self, raw: RawFile) -> Path:
         """Return a verified path in ``raw_dir`` for ``raw``, copying or downloading it there if needed."""
         cached = self.raw_dir / raw.folder / raw.name
