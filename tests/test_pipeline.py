@@ -3,7 +3,12 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import signal
+import subprocess
+import sys
+import time
 
 import numpy as np
 import pytest
@@ -157,6 +162,53 @@ def test_audit_command_writes_every_artifact_atomically(project, monkeypatch, ca
     assert not (project / "results" / "audit" / name2).exists()
     assert not [p for p in (project / "results" / "audit").iterdir() if p.name.startswith(".")]
     capsys.readouterr()
+
+
+def test_sigkill_mid_audit_leaves_no_output_and_rerun_completes(project, monkeypatch):
+    """A literal kill -9 of the audit stage's process group while it trains: no output directory appears (only a
+    hidden temporary of a dead pid); the rerun removes that temporary and writes the complete directory."""
+    use_profile("smoke", project / "params.yaml", project / "profiles")
+    monkeypatch.chdir(project)
+    assert cli_main(["prepare", "law"]) == 0
+    assert cli_main(["design", "law-s0"]) == 0
+    name = "law-lr-dpsgd_s-e10-s0"
+    audit_dir = project / "results" / "audit"
+    proc = subprocess.Popen([sys.executable, "-m", "fairdp_core.cli", "audit", name], cwd=project,
+                            start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 120
+    temps: list = []
+    while not temps and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+        temps = list(audit_dir.glob(f".{name}.{proc.pid}.*.tmp")) if audit_dir.exists() else []
+    assert temps and proc.poll() is None, "the stage finished or failed before it could be killed"
+    time.sleep(0.5)  # into training
+    os.killpg(proc.pid, signal.SIGKILL)
+    assert proc.wait(timeout=30) == -signal.SIGKILL
+    assert not (audit_dir / name).exists()
+    assert [p.name for p in audit_dir.iterdir()] == [temps[0].name]
+    assert cli_main(["audit", name, "--quiet"]) == 0
+    assert sorted(p.name for p in audit_dir.iterdir()) == [name]
+    assert {p.name for p in (audit_dir / name).iterdir()} == {"bank.pt", "signals.npz", "records.csv", "groups.csv",
+                                                              "summary.json"}
+    summary = json.loads((audit_dir / name / "summary.json").read_text())
+    assert summary["run"] == name and summary["spec"]["algorithm"] == "dpsgd_s"
+
+
+def test_sweep_stale_removes_only_dead_writers(tmp_path):
+    from fairdp_core.atomic import atomic_path, sweep_stale
+
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    final = tmp_path / "out.csv"
+    stale = tmp_path / f".out.csv.{dead.pid}.abcd_123.tmp"
+    live = tmp_path / f".out.csv.{os.getppid()}.abcd_123.tmp"  # the parent: alive
+    other = tmp_path / f".out.csv.5.{dead.pid}.abcd_123.tmp"  # not ours to judge (other final "out.csv.5")
+    for p in (stale, live, other):
+        p.write_text("partial")
+    assert sweep_stale(final) == [stale]
+    with atomic_path(final) as tmp:
+        tmp.write_text("done")
+    assert final.read_text() == "done" and live.exists() and other.exists()
 
 
 def test_params_typo_in_audit_command_names_key(project, monkeypatch, capsys):
