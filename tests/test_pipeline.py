@@ -16,7 +16,7 @@ import pytest
 from fairdp_core.cli import main as cli_main
 from fairdp_core.cli import use_profile, write_generated
 from fairdp_core.config import ConfigError, GridEntry, expand_runs, load_params
-from fairdp_core.reporting import NOTEBOOKS, notebook_parameters, run_notebook
+from fairdp_core.reporting import NOTEBOOKS, build_index, notebook_parameters, paper_snapshot, run_notebook
 
 from .conftest import ROOT
 
@@ -222,3 +222,47 @@ def test_params_typo_in_audit_command_names_key(project, monkeypatch, capsys):
 
 
 
+
+
+def test_paper_snapshot_and_index_comparison(project):
+    """Hand-chosen summaries for the paper profile's 25 runs: the snapshot holds the seed means and the paired
+    DP-SGD-S − DP-SGD comparison (hand-computed: every seed's difference is −0.5 pp, so the exact sign-flip p over
+    5 seeds is 2/32), and the index shows them beside the paper's reported 0.27 → 0.17."""
+    use_profile("paper", project / "params.yaml", project / "profiles")
+    params = load_params(project / "params.yaml")
+    assert len(params.runs) == 25
+    with pytest.raises(ConfigError, match="paper"):
+        paper_snapshot(load_params(ROOT / "params.yaml"))
+    base = {"sgd": 5.0, "dpsgd": 1.0, "dpsgd_s": 0.5}
+    for name, run in params.runs.items():
+        d = base[run.algorithm] + 0.1 * run.seed
+        attack = {"delta_pp": d, "delta_lo": d - 1, "delta_hi": d + 1, "delta_bias_corrected": d - 0.2,
+                  "p_delta_gt_0": 0.5}
+        summary = {
+            "accuracy": {"mean": 0.80 + 0.01 * run.seed - (0.005 if run.algorithm == "dpsgd_s" else 0.0)},
+            "attacks": {"alooa_cross_fit": attack, "alooa_in_sample": {**attack, "delta_pp": d + 6}},
+            "accounting": {"sigma_g": 1.0, "sigma_b": 12.8 if run.algorithm == "dpsgd_s" else None, "sigma_eff": 1.0,
+                           "sample_rate": 0.0085, "steps": 2317, "delta": 1e-5, "accountant": "rdp",
+                           "epsilon": float("inf") if run.algorithm == "sgd" else run.epsilon - 0.01,
+                           "guaranteed": True},
+            "n_models": 400, "m": 1000, "timings": {"train_s": 1.0}}
+        out = project / "results" / "audit" / name
+        out.mkdir(parents=True)
+        (out / "summary.json").write_text(json.dumps(summary))
+    snap = json.loads(paper_snapshot(params, wall_s=600).read_text())
+    assert "2R = 400" in snap["note"] and "wall time 10.0 min" in snap["note"]
+    rows = {(r["algorithm"], r["epsilon"]): r for r in snap["rows"]}
+    assert set(rows) == {("sgd", None), ("dpsgd", 1.0), ("dpsgd", 10.0), ("dpsgd_s", 1.0), ("dpsgd_s", 10.0)}
+    r = rows["dpsgd", 10.0]
+    assert r["seeds"] == 5 and r["delta_pp"] == pytest.approx(1.2) and r["delta_in_sample_pp"] == pytest.approx(7.2)
+    assert r["accuracy"] == pytest.approx(0.82) and r["delta_bc"] == pytest.approx(1.0)
+    paired = {c["epsilon"]: c for c in snap["paired"]}
+    assert set(paired) == {1.0, 10.0}
+    for key, diff in (("delta_pp", -0.5), ("delta_in_sample_pp", -0.5), ("accuracy", -0.005)):
+        c = paired[10.0][key]
+        assert c["mean_diff"] == pytest.approx(diff) and c["lo"] == pytest.approx(diff) and c["hi"] == pytest.approx(diff)
+        assert c["p_sign_flip"] == pytest.approx(2 / 32) and c["n_seeds"] == 5
+    page = build_index(params).read_text()
+    assert "The paper reports Δ 0.27 → 0.17 pp (-0.10)" in page
+    assert "Δ (cross-fitted) -0.50 pp [-0.50, -0.50], sign-flip p = 0.062" in page
+    assert "accuracy -0.50 pp" in page and "∞ (non-private)" in page
