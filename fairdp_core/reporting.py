@@ -92,8 +92,9 @@ def _commit(base: Path) -> str:
     try:
         sha = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=base, capture_output=True, text=True,
                              check=True).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=base,
-                               capture_output=True, text=True).stdout.strip()
+        # params.yaml and dvc.lock are rewritten by every `make repro PROFILE=...` (the profile is reported apart)
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", "--", ".", ":!params.yaml",
+                                ":!dvc.lock"], cwd=base, capture_output=True, text=True).stdout.strip()
         return sha + ("+uncommitted changes" if dirty else "")
     except (OSError, subprocess.CalledProcessError):
         return "unknown"
