@@ -92,9 +92,10 @@ def _commit(base: Path) -> str:
     try:
         sha = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=base, capture_output=True, text=True,
                              check=True).stdout.strip()
-        # params.yaml and dvc.lock are rewritten by every `make repro PROFILE=...` (the profile is reported apart)
+        # params.yaml, dvc.lock and reports/ are rewritten by every `make repro PROFILE=...` (the profile is reported
+        # apart): "uncommitted changes" means changed code or pipeline definition
         dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", "--", ".", ":!params.yaml",
-                                ":!dvc.lock"], cwd=base, capture_output=True, text=True).stdout.strip()
+                                ":!dvc.lock", ":!reports"], cwd=base, capture_output=True, text=True).stdout.strip()
         return sha + ("+uncommitted changes" if dirty else "")
     except (OSError, subprocess.CalledProcessError):
         return "unknown"
