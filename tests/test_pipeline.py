@@ -31,6 +31,16 @@ def project(tmp_path, mirror, monkeypatch):
     return tmp_path
 
 
+@pytest.fixture
+def law_smoke(project, monkeypatch):
+    """``project`` on the smoke profile, as the working directory, with law prepared and its design drawn."""
+    use_profile("smoke", project / "params.yaml", project / "profiles")
+    monkeypatch.chdir(project)
+    assert cli_main(["prepare", "law"]) == 0
+    assert cli_main(["design", "law-s0"]) == 0
+    return project
+
+
 @pytest.mark.parametrize("profile", ["smoke", "default", "paper"])
 def test_profiles_are_valid(project, profile):
     use_profile(profile, project / "params.yaml", project / "profiles")
@@ -130,12 +140,9 @@ def test_overfit_sgd_leaks_more_than_dpsgd_eps1(mirror):
     assert (np.abs(out["dpsgd"]) < 0.05).all()
 
 
-def test_audit_command_writes_every_artifact_atomically(project, monkeypatch, capsys):
+def test_audit_command_writes_every_artifact_atomically(law_smoke, monkeypatch, capsys):
     """design + audit through the CLI on the smoke profile's smallest run; a failure mid-run leaves nothing."""
-    use_profile("smoke", project / "params.yaml", project / "profiles")
-    monkeypatch.chdir(project)
-    assert cli_main(["prepare", "law"]) == 0
-    assert cli_main(["design", "law-s0"]) == 0
+    project = law_smoke
     name = "law-lr-dpsgd-e10-s0"
     assert cli_main(["audit", name, "--quiet"]) == 0
     out = project / "results" / "audit" / name
@@ -164,13 +171,10 @@ def test_audit_command_writes_every_artifact_atomically(project, monkeypatch, ca
     capsys.readouterr()
 
 
-def test_sigkill_mid_audit_leaves_no_output_and_rerun_completes(project, monkeypatch):
+def test_sigkill_mid_audit_leaves_no_output_and_rerun_completes(law_smoke):
     """A literal kill -9 of the audit stage's process group while it trains: no output directory appears (only a
     hidden temporary of a dead pid); the rerun removes that temporary and writes the complete directory."""
-    use_profile("smoke", project / "params.yaml", project / "profiles")
-    monkeypatch.chdir(project)
-    assert cli_main(["prepare", "law"]) == 0
-    assert cli_main(["design", "law-s0"]) == 0
+    project = law_smoke
     name = "law-lr-dpsgd_s-e10-s0"
     audit_dir = project / "results" / "audit"
     proc = subprocess.Popen([sys.executable, "-m", "fairdp_core.cli", "audit", name], cwd=project,
