@@ -39,6 +39,10 @@ lint: $(STAMP)
 clean-venv:
 	rm -rf $(VENV)
 
+.PHONY: breakages
+breakages: $(STAMP)
+	$(BIN)/python tests/privacy_breakages.py
+
 .PHONY: bench bench-quick
 bench: $(STAMP)
 	$(BIN)/python benchmarks/run.py

@@ -96,7 +96,7 @@ ModelName = Literal["lr", "mlp", "cnn"]
 
 class DpsgdSConfig(_Strict):
     """DP-SGD-S (STUDY.md §3): C_k = max(τ·Q_k, C_min); target quantile γ; step η_Q; count noise σ_b (None:
-    B/20, Andrew et al.); initial Q_k."""
+    B/20, Andrew et al.); initial Q_k; public cap Q_max; public floor of the noised count denominator (None: σ_b)."""
 
     tau: Positive = 1.0
     gamma: Fraction = 0.75
@@ -104,6 +104,8 @@ class DpsgdSConfig(_Strict):
     sigma_b: Positive | None = None
     c_min: Positive = 0.01
     q_init: Positive = 1.0
+    q_max: Positive = 100.0
+    count_floor: Positive | None = None
 
 
 class NonprivateSConfig(_Strict):

@@ -107,6 +107,11 @@ def _fmt_ci(m, lo, hi, digits=2):
     return f"{m:.{digits}f} [{lo:.{digits}f}, {hi:.{digits}f}]"
 
 
+def _q_range(lo: float, hi: float) -> str:
+    """q over a configuration's models: one value, or the range (σ was calibrated at the largest)."""
+    return f"{hi:.4g}" if f"{lo:.4g}" == f"{hi:.4g}" else f"{lo:.4g}–{hi:.4g} (σ calibrated at the largest)"
+
+
 def main_table(params: Params, attack: str = "alooa_cross_fit") -> pd.DataFrame:
     """Per dataset × model × ε × algorithm (grid runs): accuracy and Δ, mean over seeds with the mean CI bounds,
     and the accounting (σ_g, σ_b, q, T, accountant, ε spent)."""
@@ -118,7 +123,7 @@ def main_table(params: Params, attack: str = "alooa_cross_fit") -> pd.DataFrame:
         delta_pp=("delta_pp", "mean"), delta_bc=("delta_bc", "mean"), delta_lo=("delta_lo", "mean"),
         delta_hi=("delta_hi", "mean"),
         p_delta=("p_delta", "median"), sigma_g=("sigma_g", "first"), sigma_b=("sigma_b", "first"),
-        q=("q", "first"), T=("T", "first"), delta=("delta", "first"), accountant=("accountant", "first"),
+        q=("q", "max"), q_min=("q_min", "min"), T=("T", "first"), delta=("delta", "first"), accountant=("accountant", "first"),
         eps_spent=("eps_spent", "max"), guaranteed=("guaranteed", "all")).reset_index()
     return agg
 
@@ -135,8 +140,8 @@ def build_index(params: Params) -> Path:
             spent += " (not guaranteed: statistics not privatised)"
         sig_b = "" if pd.isna(r.sigma_b) else f", σ_b = {r.sigma_b:.3g}"
         acct = ("no noise" if r.algorithm == "sgd" else
-                f"σ_g = {r.sigma_g:.4g}{sig_b}, q = {r.q:.4g}, T = {r['T']}, Poisson, {r.accountant.upper()}, "
-                f"δ = {r.delta:g}, ε spent = {spent}")
+                f"σ_g = {r.sigma_g:.4g}{sig_b}, q = {_q_range(r.q_min, r.q)}, T = {r['T']}, Poisson, {r.accountant.upper()}, "
+                f"δ = {r.delta:g}, ε spent = {spent} (max over the models)")
         rows.append(f"<tr><td>{r.dataset}</td><td>{r.model}</td><td>{eps}</td><td>{ALGORITHM_LABELS[r.algorithm]}</td>"
                     f"<td>{r.seeds}</td><td>{100 * r.accuracy:.2f}</td>"
                     f"<td>{r.delta_pp:.2f}</td><td>{_fmt_ci(r.delta_bc, r.delta_lo, r.delta_hi)}</td><td>{r.p_delta:.3f}</td>"

@@ -26,7 +26,8 @@ def load_summaries(results_dir: str | Path, runs: dict[str, dict]) -> dict[str, 
 
 
 def run_table(summaries: dict[str, dict], runs: dict[str, dict]) -> pd.DataFrame:
-    """One row per run × attack: accuracy, accounting (σ, q, T, accountant, ε spent), Δ with CI and p-value."""
+    """One row per run × attack: accuracy, accounting (σ, q range, T, accountant, ε spent: the maximum over the
+    bank's models), Δ with CI and p-value."""
     rows = []
     for name, s in summaries.items():
         r, acct = runs[name], s["accounting"]
@@ -38,7 +39,8 @@ def run_table(summaries: dict[str, dict], runs: dict[str, dict]) -> pd.DataFrame
                 "accuracy": s["accuracy"]["mean"], "delta_pp": a["delta_pp"], "delta_lo": a["delta_lo"],
                 "delta_hi": a["delta_hi"], "delta_bc": a.get("delta_bias_corrected"), "p_delta": a["p_delta_gt_0"],
                 "sigma_g": acct["sigma_g"], "sigma_b": acct["sigma_b"], "sigma_eff": acct["sigma_eff"],
-                "q": acct["sample_rate"], "T": acct["steps"], "delta": acct["delta"], "accountant": acct["accountant"],
+                "q": acct["sample_rate"], "q_min": acct.get("sample_rate_range", [acct["sample_rate"]])[0],
+                "T": acct["steps"], "delta": acct["delta"], "accountant": acct["accountant"],
                 "eps_spent": acct["epsilon"], "guaranteed": acct["guaranteed"], "n_models": s["n_models"],
                 "m": s["m"], "train_s": s["timings"]["train_s"],
             })

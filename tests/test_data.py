@@ -6,6 +6,7 @@ import gzip
 import shutil
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from fairdp_core.config import load_params
@@ -19,6 +20,7 @@ from fairdp_core.data import (
     prepare,
     sha256_file,
 )
+from fairdp_core.data.base import NumericColumn, TabularSchema, encode_with_schema
 from fairdp_core.data.loaders import REGISTRY
 from fairdp_core.data.sources import checksums
 
@@ -90,7 +92,7 @@ def test_adult_specifics(loaded):
     assert d.group_names == ("Male", "Female")
     assert dict(zip(d.group_names, d.train.group_sizes(2))) == {"Male": 20380, "Female": 9782}
     assert abs(d.train.y.mean() - 7508 / 30162) < 1e-9  # >50K share after dropping '?' rows
-    assert len(d.feature_names) == d.input_shape[0] == 104
+    assert len(d.feature_names) == d.input_shape[0] == 105  # adult.names' full vocabularies
 
 
 def test_mnist_subset_is_stratified_and_images_scaled(loaded):
@@ -103,16 +105,120 @@ def test_mnist_subset_is_stratified_and_images_scaled(loaded):
     assert d.train.X.min() == 0.0 and d.train.X.max() == 1.0
 
 
-@pytest.mark.parametrize("name", ["adult", "bank", "credit", "law", "compas"])
-def test_standardisation_uses_training_rows_only(loaded, name):
-    d = loaded[name]
-    k = len(d.notes["standardisation"]["mean"])  # numeric columns come first
-    tr, te = d.train.X[:, :k].astype(np.float64), d.test.X[:, :k].astype(np.float64)
-    np.testing.assert_allclose(tr.mean(0), 0.0, atol=1e-5)
-    np.testing.assert_allclose(tr.std(0), 1.0, atol=1e-4)
-    assert np.abs(te.mean(0)).max() > 1e-4  # the test rows were not used in the fit
-    onehot = d.train.X[:, k:]
-    assert set(np.unique(onehot)) <= {0.0, 1.0}
+# ------------------------------------------------------------------ public-schema preprocessing (DP)
+
+TABULAR = ["adult", "bank", "credit", "law", "compas"]
+
+_TOY = TabularSchema("toy", numeric={
+    "income": NumericColumn(0, 1e5, "log1p"),
+    "score": NumericColumn(-4, 4),
+    "balance": NumericColumn(-1e4, 1e4, "signed_log1p"),
+}, categorical={"colour": ("red", "green", "blue", "violet"), "code": ("1", "2", "3")})
+
+
+def _toy_frame() -> pd.DataFrame:
+    return pd.DataFrame({
+        "income": [0.0, 1200.0, 50.0, 3e5, 10.0, 999.0],  # row 3: the most extreme record, beyond every bound
+        "score": [-1.0, 0.5, 2.0, 9.0, 0.0, -4.0],
+        "balance": [-300.0, 0.0, 5e3, 2e4, 7.0, 1.0],
+        "colour": ["red", "green", "red", "green", "blue", "green"],  # row 4: the only 'blue'
+        "code": [1, 2, 2, 3, 1, 2],
+    })
+
+
+@pytest.mark.parametrize("z", [3, 4], ids=["most-extreme-numeric", "unique-category"])
+def test_encoding_ignores_any_one_record(z):
+    """Encoding D and D minus record z gives the same feature space and the same encoding of every other row."""
+    train, test = _toy_frame(), _toy_frame().iloc[[0, 1]].reset_index(drop=True)
+    Xtr, Xte, names, note = encode_with_schema(train, test, schema=_TOY)
+    Xtr2, Xte2, names2, _ = encode_with_schema(train.drop(index=z).reset_index(drop=True), test, schema=_TOY)
+    assert names == names2 == list(_TOY.feature_names)
+    assert "colour=blue" in names2 and "colour=violet" in names2  # from the schema, present in the data or not
+    np.testing.assert_array_equal(Xtr2, np.delete(Xtr, z, axis=0))
+    np.testing.assert_array_equal(Xte2, Xte)
+    assert Xtr.dtype == np.float32 and Xtr.shape == (6, 3 + 4 + 3)
+    assert note["numeric"]["score"]["clipped"] == {"train": 1, "test": 0}
+
+
+def test_schema_transform_is_the_documented_map():
+    X, _, _, note = encode_with_schema(_toy_frame(), _toy_frame(), schema=_TOY)
+    X = X.astype(np.float64)
+    assert np.abs(X).max() <= 1.0
+    np.testing.assert_allclose(X[:, 0], 2 * np.log1p(np.minimum(_toy_frame().income, 1e5)) / np.log1p(1e5) - 1,
+                               rtol=1e-6)
+    np.testing.assert_allclose(X[:, 1], np.clip(_toy_frame().score, -4, 4) / 4, rtol=1e-6)
+    np.testing.assert_allclose(X[[0, 1, 3], 2], [-np.log1p(300) / np.log1p(1e4), 0.0, 1.0], rtol=1e-6)
+    assert X[4, 3:7].tolist() == [0, 0, 1, 0] and X[:, 6].sum() == 0  # colour=blue / colour=violet
+    assert X[3, 7:].tolist() == [0, 0, 1]  # the integer code 3 matches the vocabulary's "3"
+    assert note["numeric"]["income"] == {"transform": "log1p", "lo": 0, "hi": 1e5,
+                                         "clipped": {"train": 1, "test": 1}}
+    assert note["categorical"]["colour"] == ["red", "green", "blue", "violet"]
+    floats = _toy_frame().assign(code=[1.0, 2.0, 2.0, 3.0, 1.0, 2.0])  # NaN-able columns read as floats
+    np.testing.assert_array_equal(encode_with_schema(floats, floats, schema=_TOY)[0], X.astype(np.float32))
+
+
+@pytest.mark.parametrize("column, value, shown", [("colour", "purple", "'purple'"), ("code", 7, "'7'"),
+                                                  ("code", 2.5, "'2.5'"), ("colour", None, "a missing value")])
+def test_value_outside_the_vocabulary_is_refused(column, value, shown):
+    bad = _toy_frame()
+    bad[column] = bad[column].astype(object)
+    bad.loc[2, column] = value
+    with pytest.raises(ValueError, match=f"toy: column '{column}' has (value )?{shown}"):
+        encode_with_schema(_toy_frame(), bad, schema=_TOY)
+
+
+def test_missing_numeric_value_and_bad_schema_are_refused():
+    bad = _toy_frame()
+    bad.loc[1, "score"] = np.nan
+    with pytest.raises(ValueError, match="toy: numeric column 'score'"):
+        encode_with_schema(bad, _toy_frame(), schema=_TOY)
+    with pytest.raises(ValueError, match="lo < hi"):
+        NumericColumn(5, 5)
+    with pytest.raises(ValueError, match="signed_log1p"):
+        NumericColumn(-1, 5, "log1p")
+
+
+def test_adult_schema_is_adult_names(mirror):
+    """Every Adult vocabulary is the attribute line of adult.names, value for value."""
+    lines = dict(line.split(": ", 1) for line in (mirror / "adult" / "adult.names").read_text().splitlines()
+                 if ": " in line and not line.startswith("|"))
+    for c, vocab in REGISTRY["adult"].schema.categorical.items():
+        assert vocab == tuple(v.strip() for v in lines[c].rstrip(".").split(",")), c
+
+
+def test_adult_encoding_ignores_any_one_training_record(loaded, mirror):
+    """The Holand-Netherlands record, or the largest capital-gain or fnlwgt, changes nothing else when removed."""
+    from fairdp_core.data.loaders import _adult_frames
+
+    d, schema = loaded["adult"], REGISTRY["adult"].schema
+    assert "native-country=Holand-Netherlands" in d.feature_names
+    tr, te, _ = _adult_frames({f: mirror / "adult" / f for f in ("adult.data.gz", "adult.test.gz")})
+    Xtr, Xte, names, _ = encode_with_schema(tr, te, schema=schema)
+    assert tuple(names) == d.feature_names  # the loader encodes exactly so
+    np.testing.assert_array_equal(Xtr, d.train.X)
+    np.testing.assert_array_equal(Xte, d.test.X)
+    (holand,) = np.flatnonzero(tr["native-country"].eq("Holand-Netherlands"))  # the single such training record
+    for z in (int(holand), int(tr["capital-gain"].idxmax()), int(tr["fnlwgt"].idxmax())):
+        Xtr2, Xte2, names2, _ = encode_with_schema(tr.drop(index=z).reset_index(drop=True), te, schema=schema)
+        assert names2 == names
+        np.testing.assert_array_equal(Xtr2, np.delete(Xtr, z, axis=0))
+        np.testing.assert_array_equal(Xte2, Xte)
+
+
+@pytest.mark.parametrize("name", TABULAR)
+def test_tabular_features_come_from_the_public_schema(loaded, name):
+    """The feature space is the schema's; numerics lie in [-1, 1] with under 1% of values clipped per column."""
+    d, schema = loaded[name], REGISTRY[name].schema
+    assert d.feature_names == schema.feature_names and "standardisation" not in d.notes
+    note = d.notes["public_schema"]
+    assert note["categorical"] == {c: list(v) for c, v in schema.categorical.items()}
+    k = len(schema.numeric)
+    for split, part in ((d.train, "train"), (d.test, "test")):
+        assert np.abs(split.X[:, :k]).max() <= 1.0
+        assert set(np.unique(split.X[:, k:])) <= {0.0, 1.0}
+        assert (split.X[:, k:].sum(1) == len(schema.categorical)).all()  # one hot per categorical column
+        for c, col in note["numeric"].items():
+            assert col["clipped"][part] / len(split) < 0.01, (c, part, col)
 
 
 def test_same_seed_same_split_other_seed_other_split(params, loaded):
@@ -132,7 +238,7 @@ def test_group_as_feature_off_drops_the_column(params):
     opts = params.data.datasets["adult"].model_copy(update={"group_as_feature": False})
     d = load_dataset("adult", opts, sources_from_params(params), seed=params.seed)
     assert not any(f.startswith("sex=") for f in d.feature_names)
-    assert len(d.feature_names) == 102
+    assert len(d.feature_names) == 103
 
 
 # ----------------------------------------------------------------------------------- refused files

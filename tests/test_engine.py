@@ -135,7 +135,6 @@ def test_noise_std_uses_max_over_all_groups_not_batch():
     pol = FixedClip(2, 3, 1.5, clip=2.0)
     torch.testing.assert_close(pol.noise_std(), torch.tensor([3.0, 3.0]))
     gq = GroupQuantileClip(1, 3, 2.0, sigma_b=5.0, tau=1.0, gamma=0.5, eta=0.2, c_min=0.1, q_init=1.0,
-                           sample_rate=torch.tensor([0.1]), group_sizes=torch.tensor([[100.0, 100.0, 100.0]]),
                            generators=[torch.Generator().manual_seed(0)])
     gq.Q = torch.tensor([[0.5, 3.0, 1.0]])
     # a batch holding only group 0 still gets noise scaled by the largest bound (group 1's 3.0)
@@ -157,13 +156,12 @@ def test_sensitivity_replay_neighbouring_batches():
     y = torch.randint(0, C, (1, W))
     grp = torch.randint(0, K, (1, W))
     pol = GroupQuantileClip(1, K, 1.0, sigma_b=4.0, tau=1.2, gamma=0.75, eta=0.2, c_min=0.05, q_init=0.3,
-                            sample_rate=torch.tensor([0.1]), group_sizes=torch.full((1, K), 300.0),
                             generators=[torch.Generator().manual_seed(5)])
     pol.Q = torch.tensor([[0.2, 0.6, 0.4]])
     bounds = pol.bounds()
     n0, c0 = be.per_sample(params, x, y)
     s0 = be.clipped_sum(c0, clip_factors(n0, grp, bounds))
-    counts0 = pol.count_below(n0, grp, torch.ones(1, W))
+    counts0 = pol.counts(n0, grp, torch.ones(1, W))
     for k in range(K):
         x1 = torch.cat([x, 1e3 * torch.ones(1, 1, d)], 1)  # an extreme record of group k
         y1, g1 = torch.cat([y, torch.tensor([[1]])], 1), torch.cat([grp, torch.tensor([[k]])], 1)
@@ -172,14 +170,12 @@ def test_sensitivity_replay_neighbouring_batches():
         diff = torch.sqrt(sum(((s1[n] - s0[n]) ** 2).sum() for n in s0))
         assert diff <= bounds.max() * (1 + 1e-5)
         assert diff <= bounds[0, k] * (1 + 1e-5)  # in fact by at most that group's own bound
-        counts1 = pol.count_below(n1, g1, torch.ones(1, W + 1))
+        counts1 = pol.counts(n1, g1, torch.ones(1, W + 1))
         assert torch.linalg.norm(counts1 - counts0) <= 1.0
     # the bound update reads the batch only through the counts: same counts and noise -> same Q
     a = GroupQuantileClip(1, K, 1.0, sigma_b=4.0, tau=1.2, gamma=0.75, eta=0.2, c_min=0.05, q_init=0.3,
-                          sample_rate=torch.tensor([0.1]), group_sizes=torch.full((1, K), 300.0),
                           generators=[torch.Generator().manual_seed(9)])
     b = GroupQuantileClip(1, K, 1.0, sigma_b=4.0, tau=1.2, gamma=0.75, eta=0.2, c_min=0.05, q_init=0.3,
-                          sample_rate=torch.tensor([0.1]), group_sizes=torch.full((1, K), 300.0),
                           generators=[torch.Generator().manual_seed(9)])
     norms_a = torch.tensor([[0.1, 0.2, 5.0]])
     norms_b = torch.tensor([[0.25, 0.01, 50.0]])  # different norms, same below/above pattern

@@ -85,7 +85,7 @@ def test_dpsgd_s_optimizer_through_privacy_engine(tmp_path):
     model, opt, loader = make_private_dpsgd_s(
         engine, module=model, optimizer=torch.optim.SGD(model.parameters(), lr=0.5),
         data_loader=_loader(X, y, g, B, 0), noise_multiplier=sigma_eff, sigma_b=sigma_b,
-        group_sizes=np.bincount(g), tau=1.0, gamma=0.75, eta_q=0.3, q_init=5.0,
+        n_groups=2, tau=1.0, gamma=0.75, eta_q=0.3, q_init=5.0,
         generator=torch.Generator().manual_seed(1))
     assert isinstance(opt, DPSGDSOptimizer)
     assert opt.grad_noise_multiplier == pytest.approx((sigma_eff ** -2 - sigma_b ** -2) ** -0.5)
@@ -118,7 +118,7 @@ def test_dpsgd_s_optimizer_clips_per_group_like_the_engine():
     grp = torch.randint(0, 2, (20,))
     gsm = GradSampleModule(_copy(mod))
     opt = DPSGDSOptimizer(torch.optim.SGD(gsm.parameters(), lr=1.0), noise_multiplier=0.5, sigma_b=1e9,
-                          group_sizes=torch.tensor([100.0, 100.0]), sample_rate=0.2, expected_batch_size=20)
+                          n_groups=2, expected_batch_size=20)
     opt.Q = torch.tensor([0.3, 1.5])
     opt.grad_noise_multiplier = 0.0  # isolate the clipping
     opt.zero_grad()

@@ -21,7 +21,7 @@ import pandas as pd
 from ..atomic import atomic_dir
 from ..config import Params, RunSpec
 from ..data import GroupedData, load
-from ..engine import TrainSpec, train_bank
+from ..engine import TrainSpec, bank_accounting, train_bank
 from ..seeding import derive_rng, derive_seed
 from .attacks import (
     cross_fit_advantage,
@@ -51,8 +51,8 @@ def train_spec(params: Params, run: RunSpec) -> TrainSpec:
                      lr=pick("lr"), clip=pick("clip"), target_epsilon=run.epsilon, delta=t.delta,
                      accountant=t.accountant, tau=run.tau if run.tau is not None else s.tau,
                      gamma=run.gamma if run.gamma is not None else s.gamma, eta_q=s.eta_q, sigma_b=s.sigma_b,
-                     c_min=s.c_min, q_init=s.q_init, ema_momentum=ns.ema_momentum, percentile=ns.percentile,
-                     hidden=t.hidden)
+                     c_min=s.c_min, q_init=s.q_init, q_max=s.q_max, count_floor=s.count_floor,
+                     ema_momentum=ns.ema_momentum, percentile=ns.percentile, hidden=t.hidden)
 
 
 def _prepared(params: Params, dataset: str) -> GroupedData:
@@ -180,15 +180,12 @@ def run_audit(params: Params, name: str, out: str | os.PathLike, *, design_path:
         acc_by_group = {data.group_names[k]: float((test_pred[:, data.test.group == k] ==
                                                     data.test.y[data.test.group == k][None]).mean())
                         for k in range(K)}
-        acct = bank.accounting[0]
         summary = {
             "run": name, "spec": run.model_dump(), "train_spec": spec.__dict__, "n_models": bank.n_models,
             "m": len(idx), "R": design.R, "n_train": len(data.train), "group_names": list(data.group_names),
             "accuracy": {"mean": float(acc.mean()), "sd": float(acc.std(ddof=1)) if len(acc) > 1 else 0.0,
                          "by_group": acc_by_group},
-            "accounting": {**acct.as_dict(), "epsilon_max_over_models": max(x.epsilon for x in bank.accounting),
-                           "sample_rate_range": [min(x.sample_rate for x in bank.accounting),
-                                                 max(x.sample_rate for x in bank.accounting)]},
+            "accounting": bank_accounting(bank.accounting),  # ε: the max over the bank's models; q: its range
             "attacks": attack_summary, "low_fpr": low_fpr, "timings": timings,
             "looa": None if looa is None else {"n_targets": len(looa),
                                                "corr_alooa": float(looa[["looa_cross_fit", "alooa_cross_fit"]]

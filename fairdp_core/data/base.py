@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -12,7 +13,8 @@ import pandas as pd
 
 from ..atomic import atomic_dir
 
-__all__ = ["GroupedData", "Split", "encode_tabular", "load", "save", "stratified_split", "stratified_subset"]
+__all__ = ["GroupedData", "NumericColumn", "Split", "TabularSchema", "encode_rows", "encode_with_schema", "load", "save",
+           "stratified_split", "stratified_subset"]
 
 
 @dataclass(frozen=True)
@@ -80,28 +82,144 @@ class GroupedData:
         }
 
 
-def encode_tabular(
-    train: pd.DataFrame, test: pd.DataFrame, *, numeric: list[str], categorical: list[str]
-) -> tuple[np.ndarray, np.ndarray, list[str], dict[str, object]]:
-    """Standardise ``numeric`` columns and one-hot ``categorical`` ones, fitted on ``train`` only.
+# ------------------------------------------------------------------------------ public-schema encoding
 
-    Returns (X_train float32 [n_tr, d], X_test float32 [n_te, d], feature names, fitted statistics). A category
-    seen only in ``test`` encodes as all zeros; a constant numeric column is centred but not scaled.
+# Monotone transforms for numeric columns; "signed_log1p" is sign(x)·log(1 + |x|), for money that can be negative.
+_TRANSFORMS: dict[str, Callable[[np.ndarray], np.ndarray]] = {
+    "identity": lambda x: x,
+    "log1p": np.log1p,
+    "signed_log1p": lambda x: np.sign(x) * np.log1p(np.abs(x)),
+}
+
+
+@dataclass(frozen=True)
+class NumericColumn:
+    """A numeric column's public preprocessing: clip to ``[lo, hi]`` (raw units), ``transform``, map to [-1, 1].
+
+    The bounds and the transform are constants from the dataset's documentation, never statistics of its records,
+    so a record's encoding does not depend on any other record.
     """
-    mean = train[numeric].astype(np.float64).mean()
-    std = train[numeric].astype(np.float64).std(ddof=0).replace(0.0, 1.0)
-    cats = {c: sorted(train[c].astype(str).unique()) for c in categorical}
 
-    def enc(df: pd.DataFrame) -> np.ndarray:
-        parts = [((df[numeric].astype(np.float64) - mean) / std).to_numpy()]
-        for c in categorical:
-            col = df[c].astype(str).to_numpy()
-            parts.append((col[:, None] == np.asarray(cats[c], dtype=object)[None, :]).astype(np.float64))
-        return np.concatenate(parts, axis=1).astype(np.float32)
+    lo: float
+    hi: float
+    transform: str = "identity"  # one of _TRANSFORMS
 
-    names = list(numeric) + [f"{c}={v}" for c in categorical for v in cats[c]]
-    stats = {"mean": mean.to_dict(), "std": std.to_dict(), "categories": cats}
-    return enc(train), enc(test), names, stats
+    def __post_init__(self) -> None:
+        if self.transform not in _TRANSFORMS:
+            raise ValueError(f"unknown transform {self.transform!r}; known: {', '.join(_TRANSFORMS)}")
+        if not self.lo < self.hi:
+            raise ValueError(f"numeric bounds need lo < hi, got [{self.lo}, {self.hi}]")
+        if self.transform == "log1p" and self.lo < 0:
+            raise ValueError(f"log1p needs lo >= 0, got {self.lo} (use signed_log1p)")
+
+    def apply(self, x: np.ndarray) -> tuple[np.ndarray, int]:
+        """float64 [n] -> (float64 [n] in [-1, 1], how many of the n values were clipped)."""
+        f = _TRANSFORMS[self.transform]
+        clipped = int(np.count_nonzero((x < self.lo) | (x > self.hi)))
+        t_lo, t_hi = f(np.float64(self.lo)), f(np.float64(self.hi))
+        return 2.0 * (f(np.clip(x, self.lo, self.hi)) - t_lo) / (t_hi - t_lo) - 1.0, clipped
+
+
+@dataclass(frozen=True)
+class TabularSchema:
+    """The public feature space of a tabular dataset, fixed before any record is read.
+
+    ``numeric`` maps a column to its :class:`NumericColumn`; ``categorical`` maps a column to its full documented
+    vocabulary, as strings (integer codes written plainly: ``"1"``, not ``"1.0"``). Features are the numeric
+    columns in order, then one one-hot block per categorical column in vocabulary order.
+    """
+
+    dataset: str
+    numeric: Mapping[str, NumericColumn]
+    categorical: Mapping[str, tuple[str, ...]]
+
+    def __post_init__(self) -> None:
+        both = set(self.numeric) & set(self.categorical)
+        if both:
+            raise ValueError(f"{self.dataset}: columns both numeric and categorical: {sorted(both)}")
+        for c, vocab in self.categorical.items():
+            if len(set(vocab)) != len(vocab) or not all(isinstance(v, str) for v in vocab):
+                raise ValueError(f"{self.dataset}: vocabulary of {c!r} must be distinct strings, got {vocab}")
+
+    @property
+    def columns(self) -> tuple[str, ...]:
+        return (*self.numeric, *self.categorical)
+
+    @property
+    def feature_names(self) -> tuple[str, ...]:
+        """``d`` names: the numeric column names, then ``column=value`` for every vocabulary entry."""
+        return (*self.numeric, *(f"{c}={v}" for c, vocab in self.categorical.items() for v in vocab))
+
+    def without(self, column: str) -> TabularSchema:
+        """The same schema minus ``column`` (e.g. the group attribute when it is not a feature)."""
+        return replace(self, numeric={c: s for c, s in self.numeric.items() if c != column},
+                       categorical={c: v for c, v in self.categorical.items() if c != column})
+
+    def describe(self) -> dict[str, object]:
+        """JSON-serialisable: per column its transform and bounds, or its vocabulary."""
+        return {
+            "dataset": self.dataset,
+            "rule": "numeric: clip to [lo, hi], transform, map linearly to [-1, 1]; categorical: one-hot over the "
+                    "documented vocabulary; nothing is fitted on the records",
+            "numeric": {c: {"transform": s.transform, "lo": s.lo, "hi": s.hi} for c, s in self.numeric.items()},
+            "categorical": {c: list(v) for c, v in self.categorical.items()},
+        }
+
+
+def _category_labels(s: pd.Series) -> np.ndarray:
+    """Each cell as a vocabulary string, cell by cell: integral numbers as ``"3"``, anything else as ``str``."""
+    out = s.astype(str).to_numpy(object)
+    if pd.api.types.is_numeric_dtype(s) and not pd.api.types.is_bool_dtype(s):
+        v = s.to_numpy(np.float64)
+        integral = np.isfinite(v) & (v == np.round(v))
+        out[integral] = v[integral].astype(np.int64).astype(str)
+    return out
+
+
+def encode_rows(df: pd.DataFrame, schema: TabularSchema) -> tuple[np.ndarray, dict[str, int]]:
+    """Encode ``df`` row by row with ``schema``: (X float32 [n, d], clipped-value count per numeric column).
+
+    Reads nothing from ``df`` but each row's own cells, so removing a row leaves every other row's encoding
+    unchanged. A category outside the schema's vocabulary, or a missing numeric value, is a ``ValueError``.
+    """
+    parts, clipped = [], {}
+    for c, spec in schema.numeric.items():
+        x = pd.to_numeric(df[c], errors="coerce").to_numpy(np.float64)
+        bad = ~np.isfinite(x)
+        if bad.any():
+            raise ValueError(f"{schema.dataset}: numeric column {c!r} has a missing or non-numeric value "
+                             f"{df[c].iloc[int(np.argmax(bad))]!r}")
+        z, clipped[c] = spec.apply(x)
+        parts.append(z[:, None])
+    for c, vocab in schema.categorical.items():
+        if df[c].isna().any():
+            raise ValueError(f"{schema.dataset}: column {c!r} has a missing value, which is outside its public "
+                             f"vocabulary ({', '.join(vocab)})")
+        labels = _category_labels(df[c])
+        unknown = ~np.isin(labels, np.asarray(vocab, dtype=object))
+        if unknown.any():
+            raise ValueError(f"{schema.dataset}: column {c!r} has value {labels[int(np.argmax(unknown))]!r} "
+                             f"outside its public vocabulary ({', '.join(vocab)})")
+        parts.append((labels[:, None] == np.asarray(vocab, dtype=object)[None, :]).astype(np.float64))
+    X = np.concatenate(parts, axis=1) if parts else np.zeros((len(df), 0))
+    return X.astype(np.float32), clipped
+
+
+def encode_with_schema(
+    train: pd.DataFrame, test: pd.DataFrame, *, schema: TabularSchema
+) -> tuple[np.ndarray, np.ndarray, list[str], dict[str, object]]:
+    """Encode both splits with the public ``schema`` (:func:`encode_rows`); nothing is fitted on either split.
+
+    Returns (X_train float32 [n_tr, d], X_test float32 [n_te, d], the d feature names, the schema's description
+    with the clipped-value counts per numeric column and split, for ``GroupedData.notes``).
+    """
+    Xtr, clip_tr = encode_rows(train, schema)
+    Xte, clip_te = encode_rows(test, schema)
+    note = schema.describe()
+    for c, col in note["numeric"].items():
+        col["clipped"] = {"train": clip_tr[c], "test": clip_te[c]}
+    note["rows"] = {"train": len(train), "test": len(test)}
+    return Xtr, Xte, list(schema.feature_names), note
 
 
 def _strata(y: np.ndarray, group: np.ndarray) -> np.ndarray:

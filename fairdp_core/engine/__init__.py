@@ -1,6 +1,6 @@
 """The batched trainer: sampling, clipping policies (one pure seam), noise and accounting."""
 
-from .accounting import Accounting, calibrate_sigma, combine_sigmas, epsilon, split_sigma
+from .accounting import Accounting, bank_accounting, calibrate_sigma, combine_sigmas, epsilon, split_sigma
 from .backends import DenseBackend, FuncBackend, make_backend, stack_params
 from .policies import (
     FixedClip,
@@ -11,7 +11,7 @@ from .policies import (
     quantile_update,
 )
 from .sampling import PoissonBank, bernoulli_positions
-from .trainer import ALGORITHMS, TrainedBank, TrainSpec, model_generators, train_bank
+from .trainer import ALGORITHMS, TrainedBank, TrainSpec, model_generators, release_key, train_bank
 
 __all__ = [
     "ALGORITHMS",
@@ -25,6 +25,7 @@ __all__ = [
     "PoissonBank",
     "TrainSpec",
     "TrainedBank",
+    "bank_accounting",
     "bernoulli_positions",
     "calibrate_sigma",
     "clip_factors",
@@ -33,6 +34,7 @@ __all__ = [
     "make_backend",
     "model_generators",
     "quantile_update",
+    "release_key",
     "split_sigma",
     "stack_params",
     "train_bank",

@@ -1,8 +1,9 @@
 """Privacy accounting with Opacus's accountants: calibrating σ to (ε, δ, q, T) and reporting ε actually spent.
 
 DP-SGD-S releases, at every step and on the same Poisson batch, a clipped gradient sum (L2 sensitivity
-max_k C_k, noise σ_g · max_k C_k) and a per-group count vector (L2 sensitivity 1 under add/remove: a record is in
-one group and adds at most 1 to one count; noise σ_b). Scaling each part by its noise std, the pair is one
+max_k C_k, noise σ_g · max_k C_k) and a 2K count vector (below_k, above_k) of the batch's samples per group whose
+gradient norm is at most / above Q_k (L2 sensitivity 1 under add/remove: a record falls in exactly one cell and
+adds 1 to it; noise σ_b on every cell). Scaling each part by its noise std, the pair is one
 Gaussian mechanism with noise multiplier
 
     σ_eff = (σ_g⁻² + σ_b⁻²)^(-1/2)
@@ -20,7 +21,7 @@ from typing import Literal
 
 from opacus.accountants import create_accountant
 
-__all__ = ["Accountant", "Accounting", "calibrate_sigma", "combine_sigmas", "epsilon", "split_sigma"]
+__all__ = ["Accountant", "Accounting", "bank_accounting", "calibrate_sigma", "combine_sigmas", "epsilon", "split_sigma"]
 
 Accountant = Literal["rdp", "prv"]
 
@@ -102,6 +103,22 @@ class Accounting:
     target_epsilon: float | None
     sampling: str = "poisson"
     guaranteed: bool = True
+    public_assumptions: tuple[str, ...] = ()
 
     def as_dict(self) -> dict[str, object]:
-        return asdict(self)
+        d = asdict(self)
+        d["public_assumptions"] = list(self.public_assumptions)
+        return d
+
+
+def bank_accounting(accounting: list[Accounting]) -> dict[str, object]:
+    """What a report states for a bank: the settings every model shares, ε as the MAXIMUM over the bank's models
+    (``epsilon``; ``epsilon_range`` [min, max]) and q as its range (``sample_rate_range``; ``sample_rate`` is the
+    largest q, the one σ was calibrated at). Never model 0's alone: models train on pools of different sizes."""
+    if not accounting:
+        raise ValueError("a bank has at least one model")
+    worst = max(accounting, key=lambda a: (a.epsilon, a.sample_rate))
+    eps = [a.epsilon for a in accounting]
+    qs = [a.sample_rate for a in accounting]
+    return {**worst.as_dict(), "epsilon": max(eps), "epsilon_range": [min(eps), max(eps)],
+            "sample_rate": max(qs), "sample_rate_range": [min(qs), max(qs)], "n_models": len(accounting)}

@@ -1,8 +1,11 @@
 """Train a bank of M models at once: SGD, DP-SGD, DP-SGD-S and DP-SGD-S as first described.
 
 Each model m trains on its own subset of the training pool (row m of a boolean membership matrix [M, n]) with
-its own random streams (initialisation, Poisson sampling, gradient noise, count noise), derived from one seed by
-``numpy.random.SeedSequence(seed).spawn(M)``: model m's result does not depend on which models train beside it.
+its own random streams (initialisation, Poisson sampling, gradient noise, count noise), derived from one seed:
+model m's result does not depend on which models train beside it. Initialisation and Poisson batches depend on
+(seed, m) only, so banks of different algorithms are paired; the noise streams also depend on the release (every
+hyperparameter of the TrainSpec, :func:`release_key`), so two releases never share noise: two models that differ
+only in ε, τ, γ or algorithm cannot be combined to cancel their step noise. ε is per model and per release.
 
 One step, for every model (STUDY.md §3): Poisson batch with rate q_m = B / n_m; per-sample gradients; factors
 from the policy's bounds (:func:`~fairdp_core.engine.policies.clip_factors`); clipped sum + N(0, (σ_g·max_k C_k)²);
@@ -12,6 +15,8 @@ step); SGD update; then the policy updates its bounds (DP-SGD-S: from noised cou
 
 from __future__ import annotations
 
+import hashlib
+import json
 import math
 import os
 import time
@@ -30,7 +35,7 @@ from .backends import Backend, make_backend, stack_params
 from .policies import ClipPolicy, FixedClip, GroupEMAPercentileClip, GroupQuantileClip, NoClip, clip_factors
 from .sampling import PoissonBank
 
-__all__ = ["ALGORITHMS", "Algorithm", "TrainSpec", "TrainedBank", "model_generators", "train_bank"]
+__all__ = ["ALGORITHMS", "Algorithm", "TrainSpec", "TrainedBank", "model_generators", "release_key", "train_bank"]
 
 Algorithm = Literal["sgd", "dpsgd", "dpsgd_s", "dpsgd_s_nonprivate"]
 ALGORITHMS: tuple[str, ...] = ("sgd", "dpsgd", "dpsgd_s", "dpsgd_s_nonprivate")
@@ -42,8 +47,9 @@ class TrainSpec:
 
     ``target_epsilon``: calibrate σ to it (with ``delta``, the sampler's q and T) unless ``noise_multiplier`` is
     given (for DP-SGD-S that is σ_eff). DP-SGD-S: ``tau`` (C_k = τ·Q_k), ``gamma`` (target quantile), ``eta_q``,
-    ``sigma_b`` (count noise; None: B/20 as in Andrew et al.), ``c_min``, ``q_init``. The non-private variant uses
-    ``ema_momentum`` and ``percentile``.
+    ``sigma_b`` (count noise; None: B/20 as in Andrew et al.), ``c_min``, ``q_init`` (one value, or one per group),
+    ``q_max`` (public cap on Q_k), ``count_floor`` (public floor of the noised count denominator; None: σ_b).
+    The non-private variant uses ``ema_momentum`` and ``percentile``.
     """
 
     algorithm: Algorithm
@@ -61,7 +67,9 @@ class TrainSpec:
     eta_q: float = 0.2
     sigma_b: float | None = None
     c_min: float = 0.01
-    q_init: float = 1.0
+    q_init: float | tuple[float, ...] = 1.0
+    q_max: float = 100.0
+    count_floor: float | None = None
     ema_momentum: float = 0.9
     percentile: float = 75.0
     hidden: int = 256
@@ -73,25 +81,38 @@ class TrainSpec:
             raise ValueError(f"{self.algorithm} needs target_epsilon or noise_multiplier")
         if self.batch_size <= 0 or self.epochs <= 0 or self.lr <= 0:
             raise ValueError("batch_size, epochs and lr must be positive")
+        if isinstance(self.q_init, list):
+            object.__setattr__(self, "q_init", tuple(self.q_init))
 
 
-def model_generators(seed: int, M: int, *, device: torch.device | str = "cpu",
+def release_key(spec: TrainSpec) -> int:
+    """A 63-bit key of everything that defines a release (every TrainSpec field): the noise and count streams
+    are derived from it, so banks that differ in algorithm, ε, τ, γ or any other setting never share noise."""
+    blob = json.dumps(asdict(spec), sort_keys=True, default=str).encode()
+    return int.from_bytes(hashlib.sha256(blob).digest()[:8], "big") % (2**63 - 1)
+
+
+def model_generators(seed: int, M: int, *, release: int = 0, device: torch.device | str = "cpu",
                      stream_ids: np.ndarray | None = None) -> list[dict[str, torch.Generator]]:
-    """Per model: independent generators ``init``, ``sample``, ``noise``, ``count`` from SeedSequence(seed).
+    """Per model: independent generators ``init``, ``sample`` (CPU), ``noise``, ``count`` (on ``device``).
 
-    Model m uses stream ``stream_ids[m]`` (default m): models given the same id get identical, separate
-    generators (PA-LOOA's coupled IN/OUT pairs)."""
+    ``init`` and ``sample`` come from SeedSequence(seed, spawn_key=(i,)): shared by every release of the bank, for
+    pairing. ``noise`` and ``count`` come from SeedSequence(seed, spawn_key=(i, release)): a different
+    ``release`` (:func:`release_key`) gives independent noise. Model m uses stream ``stream_ids[m]`` (default m):
+    models given the same id get identical, separate generators (PA-LOOA's coupled IN/OUT pairs)."""
     ids = np.arange(M) if stream_ids is None else np.asarray(stream_ids)
     out = []
+
+    def gen(ss: np.random.SeedSequence, dev) -> torch.Generator:
+        g = torch.Generator(device=dev)
+        g.manual_seed(int(ss.generate_state(1, np.uint64)[0] % (2**63 - 1)))
+        return g
+
     for i in ids:  # a fresh SeedSequence per model: spawn() on a shared one would advance its child counter
-        ss = np.random.SeedSequence(seed, spawn_key=(int(i),))
-        gens = {}
-        for name, child in zip(("init", "sample", "noise", "count"), ss.spawn(4)):
-            dev = "cpu" if name in ("init", "sample") else device
-            g = torch.Generator(device=dev)
-            g.manual_seed(int(child.generate_state(1, np.uint64)[0] % (2**63 - 1)))
-            gens[name] = g
-        out.append(gens)
+        init, sample = np.random.SeedSequence(seed, spawn_key=(int(i),)).spawn(2)
+        noise, count = np.random.SeedSequence(seed, spawn_key=(int(i), int(release))).spawn(2)
+        out.append({"init": gen(init, "cpu"), "sample": gen(sample, "cpu"), "noise": gen(noise, device),
+                    "count": gen(count, device)})
     return out
 
 
@@ -200,17 +221,30 @@ def _sigmas(spec: TrainSpec, q: float, steps: int) -> tuple[float, float | None,
     return sigma_eff, None, sigma_eff
 
 
-def _policy(spec, M, K, sigma_g, sigma_b, q, group_sizes, gens) -> ClipPolicy:
+def _policy(spec, M, K, sigma_g, sigma_b, gens, device) -> ClipPolicy:
     if spec.algorithm == "sgd":
-        return NoClip(M, K)
+        return NoClip(M, K, device=device)
     if spec.algorithm == "dpsgd":
-        return FixedClip(M, K, sigma_g, clip=spec.clip)
+        return FixedClip(M, K, sigma_g, clip=spec.clip, device=device)
     if spec.algorithm == "dpsgd_s":
         return GroupQuantileClip(M, K, sigma_g, sigma_b=sigma_b, tau=spec.tau, gamma=spec.gamma, eta=spec.eta_q,
-                                 c_min=spec.c_min, q_init=spec.q_init, sample_rate=q, group_sizes=group_sizes,
-                                 generators=[g["count"] for g in gens])
+                                 c_min=spec.c_min, q_init=spec.q_init, q_max=spec.q_max, floor=spec.count_floor,
+                                 generators=[g["count"] for g in gens], device=device)
+    if not isinstance(spec.q_init, (int, float)):
+        raise ValueError("dpsgd_s_nonprivate takes one q_init for every group")
     return GroupEMAPercentileClip(M, K, sigma_g, tau=spec.tau, c_min=spec.c_min, init=spec.q_init,
-                                  momentum=spec.ema_momentum, percentile=spec.percentile)
+                                  momentum=spec.ema_momentum, percentile=spec.percentile, device=device)
+
+
+def _public_assumptions(spec: TrainSpec) -> tuple[str, ...]:
+    """What the accounting treats as public: the inputs of q, T and σ that are not noised."""
+    if spec.algorithm == "sgd":
+        return ()
+    out = ["n_m, the size of model m's training pool (for q_m = B / n_m and T = E·mean(n_m) / B)",
+           "the number of groups K and each record's group label space"]
+    if spec.algorithm == "dpsgd_s":
+        out.append("the constants τ, γ, η_Q, σ_b, C_min, Q_init, Q_max and the count floor (no per-group size n_k)")
+    return tuple(out)
 
 
 def train_bank(X: np.ndarray, y: np.ndarray, group: np.ndarray, membership: np.ndarray, spec: TrainSpec, *,
@@ -248,16 +282,14 @@ def train_bank(X: np.ndarray, y: np.ndarray, group: np.ndarray, membership: np.n
     steps = int(round(spec.epochs * n_m.mean() / spec.batch_size))
     sigma_g, sigma_b, sigma_eff = _sigmas(spec, float(q.max()), steps)  # calibrated at the largest q: safe for all
 
-    gens = model_generators(seed, M, device=dev, stream_ids=stream_ids)
+    gens = model_generators(seed, M, release=release_key(spec), device=dev, stream_ids=stream_ids)
     member_t = torch.as_tensor(membership).to(dev) if masked else None
     input_shape = tuple(X.shape[1:])
     modules = [_init_module(build_model(spec.model, input_shape, n_classes, hidden=spec.hidden), g["init"])
                for g in gens]
     params = {k: v.to(dev) for k, v in stack_params(modules).items()}
     backend = make_backend(modules[0].to(dev))
-    group_sizes = torch.as_tensor(np.stack([np.bincount(group[r], minlength=K) for r in membership]),
-                                  dtype=torch.float32)
-    policy = _policy(spec, M, K, sigma_g, sigma_b, torch.as_tensor(q, dtype=torch.float32), group_sizes, gens)
+    policy = _policy(spec, M, K, sigma_g, sigma_b, gens, dev)
     sampler = PoissonBank(pools, q.tolist(), [g["sample"] for g in gens])
     names = list(params)
     sizes = [params[n][0].numel() for n in names]
@@ -277,13 +309,13 @@ def train_bank(X: np.ndarray, y: np.ndarray, group: np.ndarray, membership: np.n
         with torch.no_grad():
             if private:
                 norms, ctx = backend.per_sample(params, xb, yb, x_sq=x_sq_all.index_select(0, flat).view(idx.shape))
-                factors = clip_factors(norms, gb, policy.bounds().to(dev)) * w
+                factors = clip_factors(norms, gb, policy.bounds()) * w
                 grads = backend.clipped_sum(ctx, factors)
-                std = policy.noise_std().to(dev)  # [M], bounds before this step's update
+                std = policy.noise_std()  # [M], bounds before this step's update
                 noise = noise_bank.next() * std[:, None]
                 for n, chunk in zip(names, torch.split(noise, sizes, dim=1)):
                     grads[n] += chunk.view_as(grads[n])
-                policy.update(norms.cpu(), gb.cpu(), w.cpu())
+                policy.update(norms, gb, w)
             else:
                 grads = backend.batch_grad(params, xb, yb, w)
             for n in names:
@@ -296,8 +328,10 @@ def train_bank(X: np.ndarray, y: np.ndarray, group: np.ndarray, membership: np.n
         algorithm=spec.algorithm, sigma_g=sigma_g, sigma_b=sigma_b, sigma_eff=sigma_eff, sample_rate=float(q[m]),
         steps=steps, delta=spec.delta, accountant=spec.accountant, epsilon=spent[float(q[m])],
         target_epsilon=spec.target_epsilon, guaranteed=policy.guaranteed and spec.algorithm != "sgd",
+        public_assumptions=_public_assumptions(spec),
     ) for m in range(M)]
     return TrainedBank(spec=spec, input_shape=input_shape, n_classes=n_classes,
                        params={k: v.cpu() for k, v in params.items()}, accounting=accounting,
-                       membership=membership, policy_state=policy.state(), steps=steps, seconds=seconds, seed=seed)
+                       membership=membership, policy_state={k: v.cpu() for k, v in policy.state().items()},
+                       steps=steps, seconds=seconds, seed=seed)
 

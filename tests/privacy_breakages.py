@@ -1,0 +1,135 @@
+"""Break the privacy code on purpose and check that the fast privacy tests then fail (`make breakages`).
+
+Each breakage is one exact source edit in a temporary copy of the project: remove the noise, shrink its scale,
+calibrate at the wrong q, let an unnoised count reach the quantile update, share noise between releases, and so
+on. For each, the privacy suite (tests/test_privacy.py, tests/test_engine.py, tests/test_opacus_compat.py without
+the real-data test) runs against the broken copy and must FAIL. A breakage whose edit no longer matches the
+source is reported as stale, and also fails the run: keep this list in step with the code.
+
+    python tests/privacy_breakages.py            # all breakages; exit 1 if any survives or is stale
+    python tests/privacy_breakages.py --list     # the list only
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+SUITE = ["tests/test_privacy.py", "tests/test_engine.py", "tests/test_opacus_compat.py"]
+
+
+@dataclass(frozen=True)
+class Breakage:
+    name: str
+    path: str
+    old: str
+    new: str
+
+
+BREAKAGES = (
+    Breakage("no gradient noise in the trainer", "fairdp_core/engine/trainer.py",
+             "grads[n] += chunk.view_as(grads[n])", "grads[n] += 0 * chunk.view_as(grads[n])"),
+    Breakage("noise scaled by the smallest group bound, not the max over all groups",
+             "fairdp_core/engine/policies.py",
+             "return self.sigma * self.bounds().amax(dim=1)", "return self.sigma * self.bounds().amin(dim=1)"),
+    Breakage("DP-SGD-S gradient noise at σ_eff (the counts not paid for)", "fairdp_core/engine/trainer.py",
+             "return split_sigma(sigma_eff, sigma_b), sigma_b, sigma_eff", "return sigma_eff, sigma_b, sigma_eff"),
+    Breakage("σ calibrated at the smallest q of the bank", "fairdp_core/engine/trainer.py",
+             "_sigmas(spec, float(q.max()), steps)", "_sigmas(spec, float(q.min()), steps)"),
+    Breakage("bank ε reported as model 0's", "fairdp_core/engine/accounting.py",
+             '"epsilon": max(eps),', '"epsilon": accounting[0].epsilon,'),
+    Breakage("reported ε is the target, not the accountant's", "fairdp_core/engine/trainer.py",
+             "epsilon=spent[float(q[m])],", "epsilon=spec.target_epsilon or spent[float(q[m])],"),
+    Breakage("no count noise in DP-SGD-S", "fairdp_core/engine/policies.py",
+             ").to(self.device) * self.sigma_b", ").to(self.device) * 0.0"),
+    Breakage("unnoised counts reach the quantile update", "fairdp_core/engine/policies.py",
+             "self.Q = self.update_from_release(self.Q, self.released)",
+             "self.Q = self.update_from_release(self.Q, self.counts(norms, groups, weights))"),
+    Breakage("no public floor on the count denominator", "fairdp_core/engine/policies.py",
+             "torch.clamp(below + above, min=self.floor)", "(below + above)"),
+    Breakage("no public cap on Q", "fairdp_core/engine/policies.py",
+             "min=1e-6, max=self.q_max)", "min=1e-6)"),
+    Breakage("noise streams shared between releases", "fairdp_core/engine/trainer.py",
+             "spawn_key=(int(i), int(release))", "spawn_key=(int(i), 0)"),
+    Breakage("count noise drawn on the default device, not the generator's", "fairdp_core/engine/policies.py",
+             "torch.randn(2 * self.K, generator=g, device=g.device)", "torch.randn(2 * self.K, generator=g)"),
+    Breakage("clipping removed", "fairdp_core/engine/policies.py",
+             "return torch.clamp(C / (norms + 1e-6), max=1.0)", "return torch.ones_like(norms)"),
+    Breakage("Opacus optimizer: no count noise", "fairdp_core/opacus_compat.py",
+             "self.released = self._counts + noise", "self.released = self._counts"),
+    Breakage("Opacus optimizer: count noise ignores secure_mode", "fairdp_core/opacus_compat.py",
+             "secure_mode=self.secure_mode)\n        self.released",
+             "secure_mode=False)\n        self.released"),
+    Breakage("Opacus optimizer: counts of virtual steps not accumulated", "fairdp_core/opacus_compat.py",
+             "self._counts += self._rule.counts(", "self._counts = self._rule.counts("),
+    Breakage("Opacus optimizer: noise scaled by the smallest bound", "fairdp_core/opacus_compat.py",
+             "self.grad_noise_multiplier, float(self.bounds.max())",
+             "self.grad_noise_multiplier, float(self.bounds.min())"),
+    Breakage("Opacus optimizer: gradient noise at σ_eff", "fairdp_core/opacus_compat.py",
+             "self.noise_multiplier, self.max_grad_norm = self.grad_noise_multiplier,",
+             "self.noise_multiplier, self.max_grad_norm = self.noise_multiplier,"),
+)
+
+
+def _copy_project(dst: Path) -> None:
+    ignore = shutil.ignore_patterns("__pycache__", "*.pyc", ".hypothesis")
+    for d in ("fairdp_core", "tests"):
+        shutil.copytree(ROOT / d, dst / d, ignore=ignore)
+    shutil.copy2(ROOT / "pyproject.toml", dst / "pyproject.toml")
+
+
+def _run_suite(work: Path) -> tuple[bool, str]:
+    env = {**os.environ, "PYTHONPATH": str(work), "PYTHONDONTWRITEBYTECODE": "1"}
+    cmd = [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", "-k", "not adult", *SUITE]
+    p = subprocess.run(cmd, cwd=work, env=env, capture_output=True, text=True, timeout=900)
+    lines = [ln for ln in p.stdout.splitlines() if ln.strip()]
+    return p.returncode == 0, lines[-1] if lines else p.stderr[-300:]
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--list", action="store_true", help="print the breakages and exit")
+    args = ap.parse_args()
+    if args.list:
+        for b in BREAKAGES:
+            print(f"- {b.name} ({b.path})")
+        return 0
+    bad = []
+    with tempfile.TemporaryDirectory(prefix="fairdp-breakages-") as tmp:
+        work = Path(tmp)
+        _copy_project(work)
+        ok, last = _run_suite(work)
+        print(f"unbroken code: {'passes' if ok else 'FAILS'} ({last})", flush=True)
+        if not ok:
+            return 1
+        for b in BREAKAGES:
+            target = work / b.path
+            original = target.read_text()
+            if original.count(b.old) != 1:
+                print(f"STALE     {b.name}: the edit matches {original.count(b.old)} places in {b.path}", flush=True)
+                bad.append(b.name)
+                continue
+            target.write_text(original.replace(b.old, b.new))
+            t0 = time.perf_counter()
+            try:
+                passed, last = _run_suite(work)
+            finally:
+                target.write_text(original)
+            verdict = "SURVIVED" if passed else "caught"
+            print(f"{verdict:9s} {b.name} ({time.perf_counter() - t0:.0f} s): {last}", flush=True)
+            if passed:
+                bad.append(b.name)
+    print(f"{len(BREAKAGES) - len(bad)} of {len(BREAKAGES)} breakages caught")
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

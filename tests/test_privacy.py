@@ -1,0 +1,362 @@
+"""Tests that fail when privacy breaks: the trainer and the Opacus optimizer end to end, no dataset needed.
+
+Each test names the property it guards; ``tests/privacy_breakages.py`` breaks the code on purpose (removes the
+noise, shrinks its scale, calibrates at the wrong q, lets an unnoised count into the quantile update, shares
+noise between releases, ...) and checks that this file then fails. Statistical checks state their seed,
+expectation and tolerance in units of the estimate's standard error (SE).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from opacus import GradSampleModule
+from torch import nn
+
+from fairdp_core import opacus_compat
+from fairdp_core.engine import (
+    PoissonBank,
+    TrainSpec,
+    bank_accounting,
+    calibrate_sigma,
+    epsilon,
+    model_generators,
+    release_key,
+    split_sigma,
+    train_bank,
+)
+from fairdp_core.engine.trainer import _init_module
+from fairdp_core.models import build_model
+from fairdp_core.opacus_compat import DPSGDSOptimizer
+
+CUDA = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU: bash tests/gpu_check.sh on a GPU machine")
+
+
+def _init_params(spec: TrainSpec, seed: int, M: int, shape, n_classes: int = 2) -> dict[str, torch.Tensor]:
+    """The bank's initial parameters, rebuilt independently from the init streams (release-independent)."""
+    mods = [_init_module(build_model(spec.model, shape, n_classes, hidden=spec.hidden), g["init"])
+            for g in model_generators(seed, M)]
+    return {n: torch.stack([dict(m.named_parameters())[n].detach() for m in mods]) for n, _ in
+            mods[0].named_parameters()}
+
+
+def _rel_err(samples: torch.Tensor, expected: float) -> float:
+    return abs(samples.double().std().item() / expected - 1)
+
+
+# ------------------------------------------------------------------ gradient noise: σ_g · max over ALL groups
+
+def _weight_noise(spec: TrainSpec, group: np.ndarray, *, n_groups: int, d: int = 25_000, seed: int = 0):
+    """One step (T = 1) on all-zero inputs: the weight gradients are exactly 0, so the weight update is the added
+    noise alone: noise = −(θ_1 − θ_0) · B / η. Returns (noise [M, 2d], the bank)."""
+    n = len(group)
+    X = np.zeros((n, d), np.float32)
+    y = np.zeros(n, np.int64)
+    bank = train_bank(X, y, group, np.ones((2, n), bool), spec, n_classes=2, n_groups=n_groups, seed=seed,
+                      progress=False)
+    assert bank.steps == 1
+    w0 = _init_params(spec, seed, 2, (d,))["fc.weight"]
+    return -(bank.params["fc.weight"] - w0).flatten(1) * spec.batch_size / spec.lr, bank
+
+
+@pytest.mark.parametrize("case", ["dpsgd", "dpsgd_s one group in the data", "dpsgd_s both groups"])
+def test_step_noise_is_sigma_g_times_max_bound_over_all_groups(case):
+    """Seed 0, 50,000 noise coordinates per model (SE of the std estimate 0.32%): the noise added in a trainer
+    step has std σ_g · max_k C_k within 2% (6 SE), also when the data hold one group only and the bounds are
+    unequal (C = 0.5, 3.0: the absent group's 3.0 sets the scale). The noise is also not reused across models."""
+    n, B = 300, 30
+    if case == "dpsgd":
+        spec = TrainSpec(algorithm="dpsgd", epochs=0.1, batch_size=B, lr=0.5, clip=0.7, noise_multiplier=1.3)
+        group, expected = np.zeros(n, np.int64), 1.3 * 0.7
+    else:
+        spec = TrainSpec(algorithm="dpsgd_s", epochs=0.1, batch_size=B, lr=0.5, noise_multiplier=1.3, sigma_b=6.0,
+                         tau=1.0, q_init=(0.5, 3.0))
+        group = np.zeros(n, np.int64) if "one group" in case else np.arange(n) % 2
+        expected = split_sigma(1.3, 6.0) * 3.0
+    noise, bank = _weight_noise(spec, group, n_groups=2)
+    assert bank.accounting[0].sigma_g * (0.7 if case == "dpsgd" else 3.0) == pytest.approx(expected)
+    for m in range(2):
+        assert _rel_err(noise[m], expected) < 0.02, (case, noise[m].std().item(), expected)
+        assert abs(noise[m].double().mean().item()) < 5 * expected / math.sqrt(noise.shape[1])
+    assert abs(np.corrcoef(noise[0].numpy(), noise[1].numpy())[0, 1]) < 5 / math.sqrt(noise.shape[1])
+
+
+# ---------------------------------------------------------------------- DP-SGD-S counts: noised, and all Q sees
+
+def _count_bank(M: int = 3000, sigma_b: float = 4.0, seed: int = 1):
+    """q = 1 (every record in the one batch), T = 1, all-zero inputs and one label: every per-sample norm is the
+    same and below Q_init = 10, so the exact counts are known: below = (30, 20, 0), above = 0; group 2 is empty."""
+    group = np.array([0] * 30 + [1] * 20, np.int64)
+    n = len(group)
+    spec = TrainSpec(algorithm="dpsgd_s", epochs=1, batch_size=n, lr=0.1, noise_multiplier=1.0, sigma_b=sigma_b,
+                     q_init=10.0, tau=1.0, gamma=0.75, eta_q=0.3, q_max=12.0)
+    bank = train_bank(np.zeros((n, 3), np.float32), np.zeros(n, np.int64), group, np.ones((M, n), bool), spec,
+                      n_classes=2, n_groups=3, seed=seed, progress=False)
+    return bank, spec
+
+
+def test_dpsgd_s_count_noise_is_present_at_its_scale_and_q_sees_only_released_counts():
+    """Seed 1, 3,000 models × 6 cells = 18,000 draws (SE of the std 0.53%): released − exact has std σ_b within 3%
+    (5.7 SE) and mean within 5 SE; Q after the step is exactly the public rule applied to the released counts
+    (no realised group size, no n_k, no unnoised count); the empty group 2 gives finite Q and parameters."""
+    bank, spec = _count_bank()
+    released = bank.policy_state["released_counts"]
+    exact = torch.tensor([30.0, 20.0, 0.0, 0.0, 0.0, 0.0])
+    noise = released - exact
+    assert _rel_err(noise, spec.sigma_b) < 0.03, noise.std().item()
+    assert abs(noise.double().mean().item()) < 5 * spec.sigma_b / math.sqrt(noise.numel())
+    # the public rule, written out here independently of the policy class (Andrew et al. 2021, Eq. 2)
+    below, above = released[:, :3], released[:, 3:]
+    floor = spec.sigma_b if spec.count_floor is None else spec.count_floor
+    frac = torch.clamp(below / torch.clamp(below + above, min=floor), 0, 1)
+    Q1 = torch.clamp(10.0 * torch.exp(-spec.eta_q * (frac - spec.gamma)), max=spec.q_max)
+    torch.testing.assert_close(bank.policy_state["quantiles"], Q1)
+    assert torch.isfinite(bank.policy_state["quantiles"]).all() and (bank.policy_state["quantiles"] <= 12.0).all()
+    assert all(torch.isfinite(v).all() for v in bank.params.values())
+
+
+def test_dpsgd_s_quantile_does_not_depend_on_group_sizes():
+    """The policy takes no group size at all (no n_k argument exists), and the realised batch enters only through
+    its counts: the same batch, once alone and once with five 0-weight padding rows of group 1, releases the same
+    counts and gives the same Q from the same count noise."""
+    from fairdp_core.engine import GroupQuantileClip
+
+    def pol():
+        return GroupQuantileClip(1, 2, 1.0, sigma_b=3.0, tau=1.0, gamma=0.5, eta=0.2, c_min=0.01, q_init=1.0,
+                                 generators=[torch.Generator().manual_seed(4)])
+
+    a, b = pol(), pol()
+    norms = torch.tensor([[0.5, 2.0, 0.1]])
+    groups = torch.tensor([[0, 0, 1]])
+    a.update(norms, groups, torch.ones(1, 3))
+    b.update(torch.cat([norms, torch.full((1, 5), 0.1)], 1), torch.cat([groups, torch.ones(1, 5, dtype=torch.int64)], 1),
+             torch.cat([torch.ones(1, 3), torch.zeros(1, 5)], 1))
+    torch.testing.assert_close(a.Q, b.Q)
+    torch.testing.assert_close(a.released, b.released)
+
+
+# ------------------------------------------------------------------------------ releases never share noise
+
+def _one_step(spec: TrainSpec, seed: int = 3, d: int = 500):
+    rng = np.random.default_rng(0)
+    n = 300
+    X = rng.normal(size=(n, d)).astype(np.float32)
+    y = rng.integers(0, 2, n)
+    g = rng.integers(0, 2, n)
+    return train_bank(X, y, g, np.ones((1, n), bool), spec, n_classes=2, seed=seed, progress=False)
+
+
+def test_two_releases_draw_independent_noise_and_one_release_reproduces():
+    """Banks of the same data, seed, init and batches at σ = 1 and σ = 2 (different ε): their step noise
+    z = (θ_σ=0 − θ_σ)·B/(η σ C) is uncorrelated (|r| < 5/√P, P = 1,002), so (θ_1, θ_2) cannot be combined to
+    cancel it; each z has unit std (10%); the same configuration twice is bit-identical. A DP-SGD-S bank that
+    differs only in τ, or in γ, also draws other noise."""
+    base = dict(algorithm="dpsgd", model="lr", epochs=0.1, batch_size=30, lr=0.5, clip=0.5)
+    clean = _one_step(TrainSpec(**base, noise_multiplier=0.0)).params
+    z = []
+    for sigma in (1.0, 2.0):
+        p = _one_step(TrainSpec(**base, noise_multiplier=sigma)).params
+        z.append(torch.cat([(clean[k] - p[k]).flatten() for k in p]) * 30 / (0.5 * sigma * 0.5))
+    P = len(z[0])
+    assert abs(np.corrcoef(z[0].numpy(), z[1].numpy())[0, 1]) < 5 / math.sqrt(P)
+    assert all(abs(v.std().item() - 1) < 0.1 for v in z)
+    again = _one_step(TrainSpec(**base, noise_multiplier=1.0)).params
+    p1 = _one_step(TrainSpec(**base, noise_multiplier=1.0)).params
+    assert all(torch.equal(again[k], p1[k]) for k in p1)
+    s = dict(algorithm="dpsgd_s", model="lr", epochs=0.1, batch_size=30, lr=0.5, noise_multiplier=1.0, sigma_b=5.0)
+    keys = {release_key(TrainSpec(**s)), release_key(TrainSpec(**s, tau=2.0)), release_key(TrainSpec(**s, gamma=0.5)),
+            release_key(TrainSpec(**{**s, "algorithm": "dpsgd"}))}
+    assert len(keys) == 4
+    g0, g1 = (model_generators(0, 1, release=k)[0] for k in sorted(keys)[:2])
+    assert not torch.equal(torch.randn(8, generator=g0["noise"]), torch.randn(8, generator=g1["noise"]))
+    assert torch.equal(torch.rand(8, generator=g0["sample"]), torch.rand(8, generator=g1["sample"]))  # paired
+
+
+# ------------------------------------------------------------------------------------------------- accounting
+
+@pytest.mark.parametrize("algorithm", ["dpsgd", "dpsgd_s"])
+def test_reported_epsilon_is_the_accountants_per_model_and_never_above_target(algorithm):
+    """Membership rows of 1,000 / 800 / 600 records (q_m = B / n_m differ): every model's reported ε equals the
+    accountant's ε for (σ_eff, q_m, T, δ); all are ≤ the target (σ calibrated at the largest q); the bank's
+    reported ε is the maximum over models (model 0, with the smallest q, has the smallest ε)."""
+    rng = np.random.default_rng(5)
+    n = 1000
+    X = rng.normal(size=(n, 3)).astype(np.float32)
+    y, g = rng.integers(0, 2, n), rng.integers(0, 2, n)
+    mem = np.zeros((3, n), bool)
+    for m, size in enumerate((1000, 800, 600)):
+        mem[m, :size] = True
+    spec = TrainSpec(algorithm=algorithm, epochs=1, batch_size=50, target_epsilon=2.0, sigma_b=20.0)
+    bank = train_bank(X, y, g, mem, spec, n_classes=2, seed=0, progress=False)
+    for m, a in enumerate(bank.accounting):
+        assert a.sample_rate == pytest.approx(50 / mem[m].sum())
+        assert a.epsilon == pytest.approx(epsilon(a.sigma_eff, sample_rate=a.sample_rate, steps=a.steps,
+                                                  delta=a.delta), rel=1e-12)
+        assert a.epsilon <= 2.0
+    eps = [a.epsilon for a in bank.accounting]
+    assert eps[0] < eps[2] and max(eps) > 0.97 * 2.0  # calibrated at the largest q, and not needlessly loose
+    summary = bank_accounting(bank.accounting)
+    assert summary["epsilon"] == max(eps) and summary["sample_rate_range"] == [50 / 1000, 50 / 600]
+    assert any("n_m" in s for s in bank.accounting[0].public_assumptions)
+
+
+@settings(max_examples=4, deadline=None)
+@given(eps=st.sampled_from([1.0, 4.0, 10.0]), q=st.floats(0.005, 0.05), epochs=st.integers(1, 5))
+def test_prv_calibration_never_overshoots(eps, q, epochs):
+    steps = int(epochs / q)
+    sigma = calibrate_sigma(eps, sample_rate=q, steps=steps, delta=1e-5, accountant="prv")
+    assert epsilon(sigma, sample_rate=q, steps=steps, delta=1e-5, accountant="prv") <= eps
+
+
+# --------------------------------------------------------------------------------------------- empty batches
+
+@pytest.mark.parametrize("model", ["lr", "cnn"])
+@pytest.mark.parametrize("algorithm", ["dpsgd", "dpsgd_s"])
+def test_empty_batches_with_batch_size_one(model, algorithm):
+    """B = 1 over 12 records, 12 steps: Poisson batches are often empty (seed 2: checked by replaying the sampler);
+    empty steps still add noise and count as steps; parameters stay finite."""
+    shape = (1, 28, 28) if model == "cnn" else (4,)
+    n, seed = 12, 2
+    rng = np.random.default_rng(0)
+    X = rng.random((n, *shape)).astype(np.float32)
+    y = rng.integers(0, 10 if model == "cnn" else 2, n)
+    g = rng.integers(0, 2, n)
+    spec = TrainSpec(algorithm=algorithm, model=model, epochs=1, batch_size=1, lr=0.1, noise_multiplier=1.0,
+                     sigma_b=3.0)
+    bank = train_bank(X, y, g, np.ones((1, n), bool), spec, n_classes=10 if model == "cnn" else 2, n_groups=2,
+                      seed=seed, progress=False)
+    sampler = PoissonBank([torch.arange(n)], [1 / n], [model_generators(seed, 1)[0]["sample"]])
+    sizes = [int(sampler.next()[1].sum()) for _ in range(bank.steps)]
+    assert bank.steps == 12 and 0 in sizes
+    assert all(torch.isfinite(v).all() for v in bank.params.values())
+    init = _init_params(spec, seed, 1, shape, 10 if model == "cnn" else 2)
+    assert all(not torch.equal(init[k], bank.params[k]) for k in init)
+
+
+# -------------------------------------------------------------------------------------- every draw's device
+
+def test_every_noise_and_count_draw_is_made_on_its_generators_device(monkeypatch):
+    """A draw from a generator must name the generator's device explicitly: on CUDA, a CUDA generator feeding a
+    default (CPU) ``randn`` fails. Every randn/normal with a generator, in the trainer (DP-SGD-S) and the Opacus
+    optimizer, is checked; the test also checks that such draws happened."""
+    seen = []
+
+    def checked(fn):
+        def wrapper(*args, **kw):
+            if kw.get("generator") is not None:
+                seen.append(fn.__name__)
+                device = kw.get("device")
+                assert device is not None and torch.device(device) == kw["generator"].device, (fn.__name__, device)
+            return fn(*args, **kw)
+        wrapper.__name__ = fn.__name__
+        return wrapper
+
+    monkeypatch.setattr(torch, "randn", checked(torch.randn))
+    monkeypatch.setattr(torch, "normal", checked(torch.normal))
+    _count_bank(M=2)
+    opt, gsm = _opt(d=3, q_init=(1.0, 1.0), generator=torch.Generator().manual_seed(0))
+    _opt_step(opt, gsm, torch.randn(4, 3), torch.tensor([0, 0, 1, 1]))
+    assert seen.count("randn") >= 2 and seen.count("normal") >= 3  # engine noise + counts; Opacus grads + counts
+
+
+# --------------------------------------------------------------------------------------------- Opacus optimizer
+
+def _opt(*, d: int, q_init, generator=None, sigma_eff: float = 1.3, sigma_b: float = 6.0, secure_mode=False):
+    torch.manual_seed(0)
+    gsm = GradSampleModule(build_model("lr", (d,), 2))
+    opt = DPSGDSOptimizer(torch.optim.SGD(gsm.parameters(), lr=1.0), noise_multiplier=sigma_eff, sigma_b=sigma_b,
+                          n_groups=len(q_init), expected_batch_size=10, q_init=q_init, tau=1.0,
+                          loss_reduction="sum", generator=generator, secure_mode=secure_mode)
+    return opt, gsm
+
+
+def _opt_step(opt, gsm, x, groups, y=None, skip: bool = False):
+    y = torch.zeros(len(x), dtype=torch.int64) if y is None else y
+    if skip:
+        opt.signal_skip_step(True)
+    nn.functional.cross_entropy(gsm(x), y, reduction="sum").backward()
+    opt.set_groups(groups)
+    opt.pre_step()
+    grads = {n.removeprefix("_module."): p.grad.detach().clone() if p.grad is not None else None
+             for n, p in gsm.named_parameters()}
+    opt.zero_grad()
+    return grads
+
+
+def test_opacus_optimizer_noise_is_sigma_g_times_max_bound_over_all_groups():
+    """Seed 0, 50,000 weight coordinates, all-zero inputs (weight gradients exactly 0), a batch of group 0 only,
+    bounds 0.5 and 3.0: the weight gradient is the noise alone, std σ_g · 3.0 within 2% (6 SE)."""
+    d = 25_000
+    opt, gsm = _opt(d=d, q_init=(0.5, 3.0), generator=torch.Generator().manual_seed(0))
+    grads = _opt_step(opt, gsm, torch.zeros(5, d), torch.zeros(5, dtype=torch.int64))
+    assert _rel_err(grads["fc.weight"].flatten(), split_sigma(1.3, 6.0) * 3.0) < 0.02
+
+
+def test_opacus_optimizer_count_noise_is_present_at_its_scale():
+    """Seed 0, 1,000 steps × 4 cells (SE of the std 1.1%): the released counts minus the exact ones (all-zero
+    inputs: every norm is below Q_init = 10 until Q moves, so the exact counts are (3, 2, 0, 0) while Q ≥ the
+    norm, checked) have std σ_b within 5% (4.5 SE)."""
+    opt, gsm = _opt(d=2, q_init=(10.0, 10.0), generator=torch.Generator().manual_seed(0), sigma_b=4.0)
+    groups = torch.tensor([0, 0, 0, 1, 1])
+    x = torch.zeros(5, 2)
+    noise = []
+    for _ in range(1000):
+        opt.Q = torch.tensor([10.0, 10.0])  # keep every sample below Q: exact counts known
+        _opt_step(opt, gsm, x, groups)
+        noise.append(opt.released - torch.tensor([3.0, 2.0, 0.0, 0.0]))
+    noise = torch.stack(noise)
+    assert _rel_err(noise, 4.0) < 0.05, noise.std().item()
+    assert abs(noise.mean().item()) < 5 * 4.0 / math.sqrt(noise.numel())
+
+
+def test_opacus_optimizer_counts_accumulate_over_virtual_steps_and_honour_secure_mode(monkeypatch):
+    """Two physical batches (3 + 2 of group 0 and 1, then 4 of group 0) form one logical step: the release
+    covers all nine samples once (σ_b = 0.01, so released ≈ exact within 0.1); its noise is drawn by Opacus's
+    ``_generate_noise`` with the optimizer's ``secure_mode``."""
+    calls = []
+    original = opacus_compat._generate_noise
+
+    def recording(*, std, reference, generator, secure_mode):
+        calls.append((tuple(reference.shape), secure_mode))
+        return original(std=std, reference=reference, generator=generator, secure_mode=secure_mode)
+
+    monkeypatch.setattr(opacus_compat, "_generate_noise", recording)
+    opt, gsm = _opt(d=2, q_init=(10.0, 10.0), sigma_eff=1e-3, sigma_b=1e-2, secure_mode=True,
+                    generator=torch.Generator().manual_seed(0))
+    _opt_step(opt, gsm, torch.zeros(5, 2), torch.tensor([0, 0, 0, 1, 1]), skip=True)
+    assert opt.released.abs().sum() == 0  # nothing released on a skipped (virtual) step
+    _opt_step(opt, gsm, torch.zeros(4, 2), torch.tensor([0, 0, 0, 0]))
+    torch.testing.assert_close(opt.released, torch.tensor([7.0, 2.0, 0.0, 0.0]), atol=0.1, rtol=0)
+    assert ((4,), True) in calls and all(s for _, s in calls)
+
+
+# --------------------------------------------------------------------------------------------------- CUDA
+
+@CUDA
+@pytest.mark.parametrize("algorithm", ["dpsgd", "dpsgd_s", "dpsgd_s_nonprivate"])
+def test_cuda_training_runs_and_accounts_like_cpu(algorithm):
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(400, 5)).astype(np.float32)
+    y, g = rng.integers(0, 2, 400), rng.integers(0, 2, 400)
+    spec = TrainSpec(algorithm=algorithm, epochs=2, batch_size=40, target_epsilon=3.0, sigma_b=8.0)
+    gpu = train_bank(X, y, g, np.ones((3, 400), bool), spec, n_classes=2, seed=0, device="cuda", progress=False)
+    cpu = train_bank(X, y, g, np.ones((3, 400), bool), spec, n_classes=2, seed=0, progress=False)
+    assert all(torch.isfinite(v).all() for v in gpu.params.values())
+    assert [a.epsilon for a in gpu.accounting] == [a.epsilon for a in cpu.accounting]
+
+
+@CUDA
+def test_cuda_opacus_optimizer_step():
+    gsm = GradSampleModule(build_model("lr", (3,), 2).cuda())
+    opt = DPSGDSOptimizer(torch.optim.SGD(gsm.parameters(), lr=1.0), noise_multiplier=1.0, sigma_b=5.0, n_groups=2,
+                          expected_batch_size=4, generator=torch.Generator(device="cuda").manual_seed(0))
+    nn.functional.cross_entropy(gsm(torch.randn(4, 3, device="cuda")), torch.zeros(4, dtype=torch.int64,
+                                                                                   device="cuda")).backward()
+    opt.set_groups(torch.tensor([0, 1, 0, 1]))
+    opt.step()
+    assert opt.released.device.type == "cuda" and torch.isfinite(opt.Q).all()
