@@ -25,6 +25,7 @@ __all__ = [
     "main_table",
     "notebook_parameters",
     "paper_snapshot",
+    "read_notebook",
     "run_notebook",
 ]
 
@@ -40,10 +41,13 @@ PAPER_REPORTED = {
 
 
 def notebook_parameters(params: Params, name: str) -> dict[str, object]:
-    """What papermill injects into notebooks/<name>.ipynb: paths and the parts of params it needs."""
+    """What papermill injects into notebooks/<name>.py: paths and the parts of params it needs."""
     common = {
-        "results_dir": str(params.resolve("results/audit")), "prepared_dir": str(params.resolve(params.data.prepared_dir)),
-        "figures_dir": str(params.resolve("reports/figures") / name), "metrics_path": str(params.resolve("reports/metrics") / f"{name}.json"),
+        "params_file": str(params.base_dir / "params.yaml"),
+        "train_dir": str(params.resolve("results/train")), "results_dir": str(params.resolve("results/audit")),
+        "prepared_dir": str(params.resolve(params.data.prepared_dir)),
+        "figures_dir": str(params.resolve("reports/figures") / name),
+        "metrics_path": str(params.resolve("reports/metrics") / f"{name}.json"),
         "runs": {k: v.model_dump() for k, v in params.runs.items()}, "profile": params.profile, "alpha": params.audit.alpha,
     }
     extra = {
@@ -55,32 +59,62 @@ def notebook_parameters(params: Params, name: str) -> dict[str, object]:
     return {**common, **extra}
 
 
+def read_notebook(path: Path):
+    """The notebook of a jupytext percent script, with deterministic cell ids (``cell-<i>``), so that a rerun
+    renders byte-identical HTML."""
+    import jupytext
+
+    nb = jupytext.read(path)
+    for i, cell in enumerate(nb.cells):
+        cell["id"] = f"cell-{i}"
+    nb.metadata.pop("jupytext", None)
+    return nb
+
+
 def run_notebook(params: Params, name: str) -> Path:
-    """Execute notebooks/<name>.ipynb with papermill (explicit kernel, execution timeout, parameters checked
-    against the notebook's ``parameters`` cell both ways) and render reports/<name>.html with code hidden."""
+    """Execute notebooks/<name>.py (a jupytext percent script) with papermill (explicit kernel, execution timeout,
+    parameters checked against the notebook's ``parameters`` cell both ways) and render reports/<name>.html with
+    code hidden. Stderr output (warnings) goes to this process's stderr, never into the report."""
+    import sys
+
     import nbformat
     import papermill as pm
     from nbconvert import HTMLExporter
 
     if name not in NOTEBOOKS:
         raise ConfigError(f"unknown report {name!r}; known: {', '.join(NOTEBOOKS)}")
-    src = params.resolve("notebooks") / f"{name}.ipynb"
-    declared = set(pm.inspect_notebook(str(src)))
+    src = params.resolve("notebooks") / f"{name}.py"
     provided = notebook_parameters(params, name)
-    unknown, missing = set(provided) - declared, declared - set(provided)
-    if unknown or missing:
-        raise ConfigError(f"{src}: parameters cell and params.yaml disagree: "
-                          f"unknown to the notebook {sorted(unknown)}, not provided {sorted(missing)}")
     fig_dir = Path(provided["figures_dir"])
     if fig_dir.exists():
         shutil.rmtree(fig_dir)
     fig_dir.mkdir(parents=True)
     with tempfile.TemporaryDirectory() as td:
-        executed = Path(td) / f"{name}.ipynb"
-        pm.execute_notebook(str(src), str(executed), parameters=provided, kernel_name=params.report.kernel,
+        source = Path(td) / f"{name}.ipynb"
+        nbformat.write(read_notebook(src), source)
+        declared = set(pm.inspect_notebook(str(source)))
+        unknown, missing = set(provided) - declared, declared - set(provided)
+        if unknown or missing:
+            raise ConfigError(f"{src}: parameters cell and params.yaml disagree: "
+                              f"unknown to the notebook {sorted(unknown)}, not provided {sorted(missing)}")
+        executed = Path(td) / f"{name}.out.ipynb"
+        pm.execute_notebook(str(source), str(executed), parameters=provided, kernel_name=params.report.kernel,
                             execution_timeout=params.report.timeout_s, cwd=str(params.resolve("reports")),
-                            progress_bar=True)
+                            progress_bar=False)
         nb = nbformat.read(executed, as_version=4)
+    for i, cell in enumerate(nb.cells):
+        cell["id"] = f"cell-{i}"  # papermill inserts its injected-parameters cell with a random id
+        cell.metadata.pop("papermill", None)
+        cell.metadata.pop("execution", None)
+        kept = []
+        for o in cell.get("outputs", []):
+            if o.get("output_type") == "stream" and o.get("name") == "stderr":
+                sys.stderr.write(o.get("text", ""))
+            else:
+                kept.append(o)
+        if "outputs" in cell:
+            cell["outputs"] = kept
+    nb.metadata.pop("papermill", None)
     exporter = HTMLExporter(exclude_input=True, exclude_input_prompt=True, exclude_output_prompt=True)
     body, _ = exporter.from_notebook_node(nb)
     out = params.resolve("reports") / f"{name}.html"

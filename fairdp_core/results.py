@@ -42,7 +42,7 @@ def run_table(summaries: dict[str, dict], runs: dict[str, dict]) -> pd.DataFrame
                 "q": acct["sample_rate"], "q_min": acct.get("sample_rate_range", [acct["sample_rate"]])[0],
                 "T": acct["steps"], "delta": acct["delta"], "accountant": acct["accountant"],
                 "eps_spent": acct["epsilon"], "guaranteed": acct["guaranteed"], "n_models": s["n_models"],
-                "m": s["m"], "train_s": s["timings"]["train_s"],
+                "m": s["m"],
             })
     return pd.DataFrame(rows)
 

@@ -18,9 +18,15 @@ def mirror_dir() -> Path:
 
 @pytest.fixture(scope="session")
 def mirror() -> Path:
+    """The dataset mirror. Without one, the data-dependent tests are skipped with the reason (the rest run);
+    with FAIRDP_REQUIRE_DATA=1 (CI) a missing mirror fails them instead, so nothing is silently skipped."""
     m = mirror_dir()
     if not (m / "adult" / "SOURCE.md").is_file():
-        pytest.fail(f"dataset mirror not found at {m}: set FAIRDP_DATA_MIRROR (tests need the real data)")
+        msg = (f"dataset mirror not found at {m}: set FAIRDP_DATA_MIRROR to a copy of shared/datasets to run the "
+               "tests that need the real data")
+        if os.environ.get("FAIRDP_REQUIRE_DATA") == "1":
+            pytest.fail(msg)
+        pytest.skip(msg)
     return m
 
 

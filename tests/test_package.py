@@ -19,7 +19,9 @@ MODULES = ["fairdp_core", "fairdp_core.config", "fairdp_core.data", "fairdp_core
            "fairdp_core.data.sources", "fairdp_core.data.loaders", "fairdp_core.cli", "fairdp_core.models",
            "fairdp_core.engine", "fairdp_core.engine.accounting", "fairdp_core.engine.backends",
            "fairdp_core.engine.policies", "fairdp_core.engine.sampling", "fairdp_core.engine.trainer",
-           "fairdp_core.opacus_compat"]
+           "fairdp_core.opacus_compat", "fairdp_core.audit", "fairdp_core.report_helpers", "fairdp_core.stages",
+           "fairdp_core.stages.plan", "fairdp_core.stages.train", "fairdp_core.stages.attack",
+           "fairdp_core.stages.design", "fairdp_core.stages.prepare", "fairdp_core.stages.report"]
 
 
 @pytest.mark.parametrize("name", MODULES)
@@ -42,9 +44,15 @@ def test_environment_yml_matches_pyproject():
     for d in env["dependencies"]:
         if isinstance(d, dict):
             pip |= {_norm(r) for r in d["pip"] if not r.startswith("-e")}
+            assert not pip, f"environment.yml installs {pip} with pip: take them from conda-forge"
         else:
             conda.add(_norm(d))
     conda.discard("python")
     conda.discard("pip")
     conda = {"torch" if c == "pytorch" else c for c in conda}
     assert conda | pip == wanted, f"only in environment.yml: {(conda | pip) - wanted}; only in pyproject: {wanted - (conda | pip)}"
+
+
+def test_environment_yml_uses_conda_forge_only():
+    env = yaml.safe_load((ROOT / "environment.yml").read_text())
+    assert env["channels"] == ["conda-forge", "nodefaults"]

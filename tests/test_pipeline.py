@@ -93,21 +93,25 @@ def test_bad_grid_is_refused_and_params_untouched(project):
 
 @pytest.mark.parametrize("name", NOTEBOOKS)
 def test_notebook_parameters_match_parameters_cell(name):
+    import nbformat
     import papermill as pm
 
+    from fairdp_core.reporting import read_notebook
+
     params = load_params(ROOT / "params.yaml")
-    declared = set(pm.inspect_notebook(str(ROOT / "notebooks" / f"{name}.ipynb")))
+    src = ROOT / "notebooks" / f"{name}.py"
+    tmp = src.parent / f".{name}.inspect.ipynb"
+    try:
+        nbformat.write(read_notebook(src), tmp)
+        declared = set(pm.inspect_notebook(str(tmp)))
+    finally:
+        tmp.unlink(missing_ok=True)
     assert declared == set(notebook_parameters(params, name))
 
 
 def test_report_with_unknown_parameter_fails_before_running(project):
-    import nbformat
-
-    nb_path = project / "notebooks" / "group_gpr.ipynb"
-    nb = nbformat.read(nb_path, as_version=4)
-    cell = next(c for c in nb.cells if "parameters" in c.metadata.get("tags", []))
-    cell.source += "\nextra_knob = 3"
-    nbformat.write(nb, nb_path)
+    nb_path = project / "notebooks" / "group_gpr.py"
+    nb_path.write_text(nb_path.read_text().replace("alpha = None\n", "alpha = None\nextra_knob = 3\n", 1))
     with pytest.raises(ConfigError, match="extra_knob"):
         run_notebook(load_params(project / "params.yaml"), "group_gpr")
     assert not (project / "reports" / "group_gpr.html").exists()
@@ -141,12 +145,15 @@ def test_overfit_sgd_leaks_more_than_dpsgd_eps1(mirror):
 
 
 def test_audit_command_writes_every_artifact_atomically(law_smoke, monkeypatch, capsys):
-    """design + audit through the CLI on the smoke profile's smallest run; a failure mid-run leaves nothing."""
+    """plan + train + attack through the CLI on the smoke profile's smallest run; a failure mid-run leaves nothing."""
     project = law_smoke
     name = "law-lr-dpsgd-e10-s0"
     assert cli_main(["audit", name, "--quiet"]) == 0
     out = project / "results" / "audit" / name
-    assert {p.name for p in out.iterdir()} == {"bank.pt", "signals.npz", "records.csv", "groups.csv", "summary.json"}
+    assert {p.name for p in (project / "results" / "train" / name).iterdir()} == {"bank.pt", "signals.npz",
+                                                                                  "train.json"}
+    assert {p.name for p in out.iterdir()} == {"records.csv", "groups.csv", "summary.json"}
+    assert (project / "results" / "timings" / f"train-{name}.json").is_file()  # outside the tracked outputs
     s = json.loads((out / "summary.json").read_text())
     assert set(s["attacks"]) == {"alooa_cross_fit", "alooa_in_sample", "alooa_null_corrected", "ga", "gba",
                                  "lira_online", "lira_offline"}
@@ -157,12 +164,12 @@ def test_audit_command_writes_every_artifact_atomically(law_smoke, monkeypatch, 
         assert a["delta_lo"] <= a["delta_hi"] and 0 < a["p_delta_gt_0"] <= 1
     assert set(s["low_fpr"]) == {"White", "non-White"}
 
-    import fairdp_core.audit.run as run_mod
+    import fairdp_core.stages.attack as attack_mod
 
     def boom(*a, **k):
         raise KeyboardInterrupt("killed mid-stage")
 
-    monkeypatch.setattr(run_mod, "permutation_pvalue", boom)
+    monkeypatch.setattr(attack_mod, "permutation_pvalue", boom)
     name2 = "law-lr-dpsgd_s-e10-s0"
     with pytest.raises(KeyboardInterrupt):
         cli_main(["audit", name2, "--quiet"])
@@ -172,12 +179,13 @@ def test_audit_command_writes_every_artifact_atomically(law_smoke, monkeypatch, 
 
 
 def test_sigkill_mid_audit_leaves_no_output_and_rerun_completes(law_smoke):
-    """A literal kill -9 of the audit stage's process group while it trains: no output directory appears (only a
+    """A literal kill -9 of the train stage's process group while it trains: no output directory appears (only a
     hidden temporary of a dead pid); the rerun removes that temporary and writes the complete directory."""
     project = law_smoke
     name = "law-lr-dpsgd_s-e10-s0"
-    audit_dir = project / "results" / "audit"
-    proc = subprocess.Popen([sys.executable, "-m", "fairdp_core.cli", "audit", name], cwd=project,
+    audit_dir = project / "results" / "train"
+    assert cli_main(["plan"]) == 0
+    proc = subprocess.Popen([sys.executable, "-m", "fairdp_core.stages.train", name], cwd=project,
                             start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 120
     temps: list = []
@@ -190,12 +198,11 @@ def test_sigkill_mid_audit_leaves_no_output_and_rerun_completes(law_smoke):
     assert proc.wait(timeout=30) == -signal.SIGKILL
     assert not (audit_dir / name).exists()
     assert [p.name for p in audit_dir.iterdir()] == [temps[0].name]
-    assert cli_main(["audit", name, "--quiet"]) == 0
+    assert cli_main(["train", name, "--quiet"]) == 0
     assert sorted(p.name for p in audit_dir.iterdir()) == [name]
-    assert {p.name for p in (audit_dir / name).iterdir()} == {"bank.pt", "signals.npz", "records.csv", "groups.csv",
-                                                              "summary.json"}
-    summary = json.loads((audit_dir / name / "summary.json").read_text())
-    assert summary["run"] == name and summary["spec"]["algorithm"] == "dpsgd_s"
+    assert {p.name for p in (audit_dir / name).iterdir()} == {"bank.pt", "signals.npz", "train.json"}
+    info = json.loads((audit_dir / name / "train.json").read_text())
+    assert info["run"] == name and info["plan"]["spec"]["algorithm"] == "dpsgd_s"
 
 
 def test_sweep_stale_removes_only_dead_writers(tmp_path):

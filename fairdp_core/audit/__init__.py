@@ -1,32 +1,29 @@
-"""The group privacy-risk audit: membership design, attacks, statistics and the audit run."""
+"""The group privacy-risk audit: membership design, signals, attacks and statistics (loaded on first use)."""
 
-from .attacks import (
-    ESTIMATORS,
-    cross_fit_advantage,
-    ga_advantage,
-    gba_advantage,
-    in_sample_advantage,
-    lira_scores,
-    logit_confidence,
-    null_corrected_advantage,
-    record_advantage,
-)
-from .design import AuditDesign, LooaDesign, audit_design, looa_design
-from .stats import (
-    bootstrap_gpr,
-    clopper_pearson,
-    delta_pp,
-    epsilon_lb_from_counts,
-    epsilon_lower_bound,
-    gpr,
-    paired_seed_comparison,
-    permutation_pvalue,
-    tpr_at_fpr,
-)
+from __future__ import annotations
 
-__all__ = [
-    "ESTIMATORS", "AuditDesign", "LooaDesign", "audit_design", "bootstrap_gpr", "clopper_pearson",
-    "cross_fit_advantage", "delta_pp", "epsilon_lb_from_counts", "epsilon_lower_bound", "ga_advantage",
-    "gba_advantage", "gpr", "in_sample_advantage", "lira_scores", "logit_confidence", "looa_design",
-    "null_corrected_advantage", "paired_seed_comparison", "permutation_pvalue", "record_advantage", "tpr_at_fpr",
-]
+import importlib
+
+_FROM = {
+    "attacks": ("ESTIMATORS", "cross_fit_advantage", "ga_advantage", "gba_advantage", "in_sample_advantage",
+                "lira_scores", "null_corrected_advantage", "record_advantage"),
+    "signals": ("logit_confidence",),
+    "design": ("AuditDesign", "LooaDesign", "audit_design", "looa_design"),
+    "stats": ("bootstrap_gpr", "clopper_pearson", "delta_pp", "epsilon_lb_from_counts", "epsilon_lower_bound", "gpr",
+              "paired_seed_comparison", "permutation_pvalue", "tpr_at_fpr"),
+}
+_NAMES = {name: mod for mod, names in _FROM.items() for name in names}
+
+__all__ = sorted(_NAMES)
+
+
+def __getattr__(name: str):
+    if name in _NAMES:
+        return getattr(importlib.import_module(f".{_NAMES[name]}", __name__), name)
+    if name in _FROM:
+        return importlib.import_module(f".{name}", __name__)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_NAMES, *_FROM})

@@ -12,6 +12,8 @@ from typing import Literal
 
 import numpy as np
 
+from .signals import logit_confidence
+
 __all__ = [
     "ESTIMATORS",
     "Estimator",
@@ -29,20 +31,6 @@ __all__ = [
 
 Estimator = Literal["in_sample", "cross_fit", "null_corrected"]
 ESTIMATORS: tuple[str, ...] = ("in_sample", "cross_fit", "null_corrected")
-
-
-def logit_confidence(logits: np.ndarray, y: np.ndarray) -> np.ndarray:
-    """Logit-scaled confidence φ = log(p_y / (1 − p_y)) = z_y − logsumexp(z_{≠y}) (Carlini et al. 2022, §IV-B).
-
-    logits [M, N, C], y [N] -> [M, N], computed stably in float64.
-    """
-    z = np.asarray(logits, dtype=np.float64)
-    zy = np.take_along_axis(z, np.asarray(y)[None, :, None].repeat(z.shape[0], 0), axis=2)[..., 0]
-    others = z.copy()
-    np.put_along_axis(others, np.asarray(y)[None, :, None].repeat(z.shape[0], 0), -np.inf, axis=2)
-    mx = others.max(axis=2)
-    lse = mx + np.log(np.exp(others - mx[..., None]).sum(axis=2))
-    return zy - lse
 
 
 def best_cut(scores: np.ndarray, membership: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

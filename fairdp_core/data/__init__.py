@@ -1,8 +1,13 @@
 """Datasets of the study: a registry of loaders, the typed :class:`GroupedData`, verified raw sources."""
 
+import importlib
+
 from .base import GroupedData, Split, load, save, stratified_split, stratified_subset
-from .loaders import DATASETS, REGISTRY, DatasetSpec, dataset_rng, load_dataset
-from .sources import ChecksumError, DataSourceError, MissingDataError, RawFile, Sources, sha256_file
+
+# The loaders and raw-file sources load on first use: the stages that only read prepared data import base alone.
+_LAZY = {"DATASETS": "loaders", "REGISTRY": "loaders", "DatasetSpec": "loaders", "dataset_rng": "loaders",
+         "load_dataset": "loaders", "ChecksumError": "sources", "DataSourceError": "sources",
+         "MissingDataError": "sources", "RawFile": "sources", "Sources": "sources", "sha256_file": "sources"}
 
 __all__ = [
     "DATASETS",
@@ -27,8 +32,18 @@ __all__ = [
 ]
 
 
-def sources_from_params(params) -> Sources:
-    """The raw-file sources a :class:`fairdp_core.config.Params` describes."""
+def __getattr__(name: str):
+    if name in _LAZY:
+        return getattr(importlib.import_module(f".{_LAZY[name]}", __name__), name)
+    if name in ("loaders", "sources"):
+        return importlib.import_module(f".{name}", __name__)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def sources_from_params(params):
+    """The raw-file sources (a :class:`~fairdp_core.data.sources.Sources`) a ``Params`` describes."""
+    from .sources import Sources
+
     return Sources(raw_dir=params.resolve(params.data.raw_dir), mirror=params.mirror_dir(),
                    download=params.data.download)
 
@@ -38,6 +53,8 @@ def prepare(params, name: str) -> GroupedData:
     if name not in params.data.datasets:
         raise KeyError(f"dataset {name!r} is not configured under data.datasets in params.yaml "
                        f"(configured: {', '.join(params.data.datasets)})")
+    from .loaders import load_dataset
+
     data = load_dataset(name, params.data.datasets[name], sources_from_params(params), seed=params.seed)
     save(data, params.resolve(params.data.prepared_dir) / name)
     return data

@@ -193,12 +193,13 @@ class TrainedBank:
         return (logits.argmax(-1) == np.asarray(y)[None]).mean(1)
 
     def save(self, path: str | os.PathLike) -> None:
-        """torch.save to a temp file, then rename (a killed write never leaves a plausible file)."""
+        """torch.save to a temp file, then rename (a killed write never leaves a plausible file). The wall time
+        (``seconds``) is not saved, so the same training writes the same bytes."""
         with atomic_path(path) as tmp:
             torch.save({"spec": asdict(self.spec), "input_shape": self.input_shape, "n_classes": self.n_classes,
                         "params": self.params, "accounting": [a.as_dict() for a in self.accounting],
                         "membership": self.membership, "policy_state": self.policy_state,
-                        "steps": self.steps, "seconds": self.seconds, "seed": self.seed}, tmp)
+                        "steps": self.steps, "seed": self.seed}, tmp)  # no timing: reruns are byte-identical
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> TrainedBank:
@@ -206,7 +207,7 @@ class TrainedBank:
         return cls(spec=TrainSpec(**d["spec"]), input_shape=tuple(d["input_shape"]), n_classes=d["n_classes"],
                    params=d["params"], accounting=[Accounting(**a) for a in d["accounting"]],
                    membership=d["membership"], policy_state=d["policy_state"], steps=d["steps"],
-                   seconds=d["seconds"], seed=d["seed"])
+                   seconds=d.get("seconds", 0.0), seed=d["seed"])
 
 
 def _sigmas(spec: TrainSpec, q: float, steps: int) -> tuple[float, float | None, float]:

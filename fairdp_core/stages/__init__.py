@@ -1,0 +1,55 @@
+"""The DVC stage entry points, one module per stage (``python -m fairdp_core.stages.<stage> KEY``).
+
+Each stage module imports only what that stage needs, so dvc.yaml can list exactly the code a stage depends on
+(tests/test_stages.py imports every entry point in a fresh interpreter and checks the modules it loads against
+the stage's declared deps): editing reporting code retrains nothing, editing the attacks reruns no training.
+This package's ``__init__`` holds only the shared command-line plumbing and imports nothing heavy.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Callable
+
+__all__ = ["jsonable", "stage_main"]
+
+# glibc's allocator maps and zeroes large per-step temporaries afresh every step (shared/PERF_NOTES.md); the
+# thresholds only take effect for a process started with them, so a training stage re-execs once with them set.
+MALLOC_ENV = {"MALLOC_MMAP_THRESHOLD_": "4294967296", "MALLOC_TRIM_THRESHOLD_": "68719476736"}
+
+
+def reexec_with_malloc_env(module: str, argv: list[str]) -> None:
+    if os.environ.get("FAIRDP_NO_REEXEC") or all(os.environ.get(k) == v for k, v in MALLOC_ENV.items()):
+        return
+    env = {**os.environ, **MALLOC_ENV, "FAIRDP_NO_REEXEC": "1"}
+    os.execve(sys.executable, [sys.executable, "-m", module, *argv], env)
+
+
+def stage_main(name: str, fn: Callable[[list[str]], int], argv: list[str] | None = None) -> int:
+    """Run a stage's ``fn(argv)``; a configuration or data error is one line on stderr and exit status 2."""
+    from ..config import ConfigError
+
+    try:
+        return fn(sys.argv[1:] if argv is None else argv)
+    except (ConfigError, KeyError, ValueError, FileNotFoundError) as e:
+        msg = e.args[0] if isinstance(e, KeyError) and e.args else str(e)
+        print(f"fairdp {name}: error: {msg}", file=sys.stderr)
+        return 2
+
+
+def jsonable(x):
+    """``x`` with numpy scalars and arrays as plain Python, non-finite floats as None (strict JSON)."""
+    import numpy as np
+
+    if isinstance(x, dict):
+        return {k: jsonable(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [jsonable(v) for v in x]
+    if isinstance(x, np.ndarray):
+        return jsonable(x.tolist())
+    if isinstance(x, (np.floating, float)):
+        return None if not np.isfinite(float(x)) else float(x)
+    if isinstance(x, np.integer):
+        return int(x)
+    return x

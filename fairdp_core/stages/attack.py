@@ -1,0 +1,158 @@
+"""The ``attack`` stage: every attack and its statistics on a trained run (``results/audit/<run>/``).
+
+Reads ``results/plan/attack/<run>.json``, the run's signals and ``train.json`` (``results/train/<run>/``) and the
+audit design. No training, no dataset: editing an attack or a statistic reruns this stage and the reports only.
+Writes atomically: ``records.csv`` (per audit record: group and each attack's advantage), ``groups.csv`` (per
+group: attack, GPR with CI, TPR at low FPR, ε lower bound), ``looa.csv`` for a PA-LOOA run, and
+``summary.json`` (accuracy and accounting from the train stage, GPR/Δ with CIs per attack, p-values).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from ..atomic import atomic_dir, write_text
+from ..audit.attacks import cross_fit_advantage, ga_advantage, gba_advantage, lira_scores, record_advantage
+from ..audit.design import AuditDesign
+from ..audit.stats import bootstrap_gpr, epsilon_lower_bound, pair_folds, permutation_pvalue, tpr_at_fpr
+from ..config import load_params
+from . import jsonable
+from .plan import read_plan
+
+__all__ = ["ATTACKS", "TWO_WAY", "main", "run_attack"]
+
+ATTACKS = ("alooa_cross_fit", "alooa_in_sample", "alooa_null_corrected", "ga", "gba", "lira_online",
+           "lira_offline")
+TWO_WAY = ("alooa_cross_fit", "lira_online")  # bootstrapped over records × model pairs; others over records
+
+
+def run_attack(name: str, out: str | os.PathLike, *, plan: dict, train_dir: str | os.PathLike,
+               design_path: str | os.PathLike) -> tuple[dict, dict[str, float]]:
+    """Attack run ``name``'s bank as ``plan`` says and write ``out``; returns (summary, timings in seconds)."""
+    train_dir = Path(train_dir)
+    info = json.loads((train_dir / "train.json").read_text())
+    with np.load(train_dir / "signals.npz") as z:
+        loss, phi, idx = z["loss"], z["phi"], z["audit_idx"]
+    design = AuditDesign.load(design_path)
+    if not np.array_equal(design.audit_idx, idx):
+        raise ValueError(f"{train_dir} was trained on another audit design than {design_path}: rerun the train stage")
+    names = info["group_names"]
+    K = len(names)
+    mem, g = design.membership, design.audit_group
+    rng = np.random.default_rng(plan["stats_seed"])
+    scores = -loss.astype(np.float64)
+    timings: dict[str, float] = {}
+    per_record = {
+        "alooa_cross_fit": lambda s, m, f: cross_fit_advantage(s, m, folds=f),
+        "alooa_in_sample": lambda s, m, f: record_advantage(s, m, estimator="in_sample"),
+        "alooa_null_corrected": lambda s, m, f: record_advantage(s, m, estimator="null_corrected", rng=rng,
+                                                                 n_null=plan["n_null"]),
+        "ga": lambda s, m, f: ga_advantage(s, m),
+        "gba": lambda s, m, f: gba_advantage(s, m, g),
+        "lira_online": lambda s, m, f: cross_fit_advantage(s, m, folds=f),
+        "lira_offline": lambda s, m, f: cross_fit_advantage(s, m, folds=f),
+    }
+    with atomic_dir(out) as tmp:
+        # LiRA scores are computed once on the bank as trained (each model's Gaussians fitted on the OTHER models)
+        # and then resampled like any signal: refitting on a resample with repeated model pairs would let a
+        # model's own copy act as its shadow model and inflate the bootstrap distribution.
+        lira = {mode: lira_scores(phi, mem, mode=mode) for mode in ("online", "offline")}
+        signal_of = {k: lira[k.split("_")[1]] if k.startswith("lira") else scores for k in per_record}
+        records = pd.DataFrame({"record": idx, "group": g, "group_name": [names[k] for k in g]})
+        group_rows, attack_summary = [], {}
+        for attack in ATTACKS:
+            t0 = time.perf_counter()
+            res = bootstrap_gpr(signal_of[attack], mem, g, K, per_record[attack], rng=rng, n_boot=plan["n_boot"],
+                                resample_models=attack in TWO_WAY, level=1 - plan["alpha"])
+            p = permutation_pvalue(res["advantage"], g, K, rng=rng, n_perm=plan["n_perm"])
+            timings[f"{attack}_s"] = time.perf_counter() - t0
+            records[attack] = res["advantage"]
+            attack_summary[attack] = {"gpr": res["gpr"], "gpr_lo": res["gpr_lo"], "gpr_hi": res["gpr_hi"],
+                                      "delta_pp": res["delta_pp"], "delta_lo": res["delta_lo"],
+                                      "delta_hi": res["delta_hi"], "p_delta_gt_0": p,
+                                      "delta_bias_corrected": res["delta_bias_corrected"],
+                                      "delta_pct_lo": res["delta_pct_lo"], "delta_pct_hi": res["delta_pct_hi"],
+                                      "bootstrap": "records x model pairs" if attack in TWO_WAY else "records"}
+            for k in range(K):
+                group_rows.append({"attack": attack, "group": k, "group_name": names[k],
+                                   "n_records": int((g == k).sum()), "gpr": res["gpr"][k],
+                                   "gpr_lo": res["gpr_lo"][k], "gpr_hi": res["gpr_hi"][k]})
+        # Low-FPR view and empirical ε lower bound per group, on the LiRA-online score over (model, record) pairs.
+        folds = pair_folds(mem.shape[0])
+        delta = info["accounting"]["delta"]
+        low_fpr = {}
+        for k in range(K):
+            cols = g == k
+            s_k, m_k = lira["online"][:, cols], mem[:, cols]
+            r01 = tpr_at_fpr(s_k[m_k], s_k[~m_k], 0.001, alpha=plan["alpha"])
+            r1 = tpr_at_fpr(s_k[m_k], s_k[~m_k], 0.01, alpha=plan["alpha"])
+            eps = epsilon_lower_bound(s_k, m_k, folds, delta=delta, alpha=plan["alpha"])
+            low_fpr[names[k]] = {"tpr_at_0.1%": r01, "tpr_at_1%": r1, "eps_lb": eps}
+            group_rows.append({"attack": "lira_online_lowfpr", "group": k, "group_name": names[k],
+                               "n_records": int(cols.sum()), "tpr_at_0.1pct": r01["tpr"],
+                               "tpr_at_0.1pct_lo": r01["tpr_lo"], "tpr_at_0.1pct_hi": r01["tpr_hi"],
+                               "tpr_at_1pct": r1["tpr"], "tpr_at_1pct_lo": r1["tpr_lo"],
+                               "tpr_at_1pct_hi": r1["tpr_hi"], "eps_lb": eps["eps_lb"]})
+        looa = None
+        if plan["looa"]:
+            looa = _looa_table(train_dir / "looa.npz", records)
+            looa.to_csv(tmp / "looa.csv", index=False)
+        summary = {
+            "run": name, "spec": info["plan"]["spec"], "n_models": info["n_models"], "m": info["m"], "R": info["R"],
+            "n_train": info["n_train"], "group_names": names, "accuracy": info["accuracy"],
+            "accounting": info["accounting"], "attacks": attack_summary, "low_fpr": low_fpr,
+            "looa": None if looa is None else {
+                "n_targets": len(looa), "corr_alooa": float(looa[["looa_cross_fit", "alooa_cross_fit"]].corr().iloc[0, 1])},
+        }
+        records.to_csv(tmp / "records.csv", index=False)
+        pd.DataFrame(group_rows).to_csv(tmp / "groups.csv", index=False)
+        (tmp / "summary.json").write_text(json.dumps(jsonable(summary), indent=1) + "\n")
+    return summary, timings
+
+
+def _looa_table(path: Path, records: pd.DataFrame) -> pd.DataFrame:
+    """PA-LOOA's estimators on the coupled bank's scores, beside PA-ALOOA's for the same records."""
+    with np.load(path) as z:
+        targets, group, s, m = z["targets"], z["group"], z["scores"], z["is_in"]
+    out = pd.DataFrame({"record": targets, "group": group,
+                        "looa_in_sample": record_advantage(s, m, estimator="in_sample"),
+                        "looa_cross_fit": record_advantage(s, m, estimator="cross_fit")})
+    by_rec = records.set_index("record")
+    out["alooa_cross_fit"] = by_rec.loc[targets, "alooa_cross_fit"].to_numpy()
+    out["alooa_in_sample"] = by_rec.loc[targets, "alooa_in_sample"].to_numpy()
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="fairdp attack", description=__doc__)
+    ap.add_argument("name", help="a run of params.yaml's runs section")
+    ap.add_argument("--params", default="params.yaml")
+    ap.add_argument("--out", default=None, help="default: results/audit/<name>")
+    args = ap.parse_args(argv)
+    params = load_params(args.params)
+    if args.name not in params.runs:
+        raise KeyError(f"run {args.name!r} is not in params.yaml runs (see `fairdp grid`)")
+    plan = read_plan(params.resolve("results/plan/attack") / f"{args.name}.json")
+    out = Path(args.out or params.resolve("results/audit") / args.name)
+    summary, timings = run_attack(args.name, out, plan=plan, train_dir=params.resolve("results/train") / args.name,
+                                  design_path=params.resolve("results/designs") / f"{plan['design']}.npz")
+    write_text(params.resolve("results/timings") / f"attack-{args.name}.json",
+               json.dumps({k: round(v, 3) for k, v in timings.items()}, indent=1) + "\n")
+    print(json.dumps({"run": args.name, "delta_pp": {k: round(v["delta_pp"], 3)
+                                                     for k, v in summary["attacks"].items()}}))
+    return 0
+
+
+if __name__ == "__main__":
+    import sys
+
+    from . import stage_main
+
+    sys.exit(stage_main("attack", main))

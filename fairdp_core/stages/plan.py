@@ -1,0 +1,109 @@
+"""The ``plan`` stage: each run's effective settings, after every default and override, one JSON file per run.
+
+``results/plan/train/<run>.json`` holds what determines a run's trained bank (the TrainSpec after
+``train.overrides``, the derived seeds, the design, the PA-LOOA settings when the run has one) and
+``results/plan/attack/<run>.json`` what determines its attacks and statistics. The train and attack stages depend
+on their own file, not on whole params.yaml sections, so changing a key reruns exactly the runs whose effective
+value changes: ``train.lr`` reruns nothing while every dataset overrides it, ``audit.n_boot`` no training.
+Execution knobs (``train.threads``, ``train.device``, ``audit.eval_batch``) are not in any plan.
+
+Loading params.yaml also checks its generated ``runs``/``designs`` section against ``grid`` and ``sweep``: a
+stale section (e.g. after ``dvc exp run -S grid...`` without regenerating) fails this stage loudly.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+from pathlib import Path
+
+from ..atomic import atomic_dir
+from ..config import Params, design_key, load_params
+from ..seeding import derive_seed
+
+__all__ = ["attack_plan", "main", "train_plan", "write_plans"]
+
+# Everything the engine's TrainSpec takes; kept here as data so that planning needs no torch.
+_SPEC_FROM_TRAIN = ("epochs", "batch_size", "lr", "clip")
+
+
+def train_plan(params: Params, name: str) -> dict[str, object]:
+    """The effective training settings of run ``name`` (JSON-serialisable; keys in a fixed order)."""
+    run = params.runs[name]
+    t = params.train
+    o = t.overrides.get(f"{run.dataset}-{run.model}")
+    pick = {k: getattr(o, k) if o is not None and getattr(o, k) is not None else getattr(t, k)
+            for k in _SPEC_FROM_TRAIN}
+    s, ns = t.dpsgd_s, t.dpsgd_s_nonprivate
+    spec = {"algorithm": run.algorithm, "model": run.model, **pick}
+    if run.model == "mlp":
+        spec["hidden"] = t.hidden
+    if run.algorithm != "dpsgd":  # only DP-SGD clips at the fixed bound
+        spec.pop("clip")
+    if run.algorithm != "sgd":
+        spec.update(target_epsilon=run.epsilon, delta=t.delta, accountant=t.accountant)
+    if run.algorithm in ("dpsgd_s", "dpsgd_s_nonprivate"):
+        spec.update(tau=run.tau if run.tau is not None else s.tau,
+                    gamma=run.gamma if run.gamma is not None else s.gamma, c_min=s.c_min, q_init=s.q_init)
+    if run.algorithm == "dpsgd_s":
+        spec.update(eta_q=s.eta_q, sigma_b=s.sigma_b, q_max=s.q_max, count_floor=s.count_floor)
+    if run.algorithm == "dpsgd_s_nonprivate":
+        spec.update(ema_momentum=ns.ema_momentum, percentile=ns.percentile)
+    looa = None
+    if name in params.audit.looa.runs:
+        la = params.audit.looa
+        looa = {"L": la.L, "R": la.R, "design_seed": derive_seed(params.seed, "looa", name),
+                "bank_seed": derive_seed(params.seed, "looa-bank", name)}
+    return {"run": name, "dataset": run.dataset, "design": design_key(run.dataset, run.seed), "spec": spec,
+            "bank_seed": derive_seed(params.seed, "bank", run.dataset, run.model, run.seed), "looa": looa}
+
+
+def attack_plan(params: Params, name: str) -> dict[str, object]:
+    """The effective attack and statistics settings of run ``name``."""
+    a = params.audit
+    return {"run": name, "design": design_key(params.runs[name].dataset, params.runs[name].seed),
+            "stats_seed": derive_seed(params.seed, "stats", name), "n_boot": a.n_boot, "n_perm": a.n_perm,
+            "n_null": a.n_null, "alpha": a.alpha, "looa": name in a.looa.runs}
+
+
+def _dump(obj: dict) -> str:
+    return json.dumps(obj, indent=1, sort_keys=False) + "\n"
+
+
+def write_plans(params: Params, out: str | os.PathLike) -> Path:
+    """Write every run's train and attack plan under ``out`` (atomically, as one directory)."""
+    out = Path(out)
+    with atomic_dir(out) as tmp:
+        for kind, fn in (("train", train_plan), ("attack", attack_plan)):
+            (tmp / kind).mkdir()
+            for name in params.runs:
+                (tmp / kind / f"{name}.json").write_text(_dump(fn(params, name)))
+    return out
+
+
+def read_plan(path: str | os.PathLike) -> dict:
+    p = Path(path)
+    if not p.is_file():
+        raise FileNotFoundError(f"{p} missing: run the plan stage first (`dvc repro plan`, or "
+                                "`python -m fairdp_core.stages.plan`)")
+    return json.loads(p.read_text())
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="fairdp plan", description=__doc__)
+    ap.add_argument("--params", default="params.yaml")
+    ap.add_argument("--out", default=None, help="default: results/plan beside params.yaml")
+    args = ap.parse_args(argv)
+    params = load_params(args.params)
+    out = write_plans(params, args.out or params.resolve("results/plan"))
+    print(f"{out}: {len(params.runs)} runs planned")
+    return 0
+
+
+if __name__ == "__main__":
+    import sys
+
+    from . import stage_main
+
+    sys.exit(stage_main("plan", main))
