@@ -112,7 +112,7 @@ def bench_engine(X, y, C, model_name, *, M: int, algorithm: str, steps: int) -> 
     n = len(y)
     spec = TrainSpec(algorithm=algorithm, model=model_name, epochs=steps * B / n, batch_size=B, lr=0.1, clip=1.0,
                      noise_multiplier=None if algorithm == "sgd" else 1.0)
-    bank = train_bank(X, y, np.zeros(n, np.int64), np.ones((M, n), bool), spec, n_classes=C, seed=0,
+    bank = train_bank(X, y, np.zeros(n, np.int64), np.ones((M, n), bool), spec, n_classes=C, n_groups=2, seed=0,
                       progress=False)
     return M * bank.steps * B / bank.seconds, bank.steps
 
@@ -181,7 +181,7 @@ def paper_scale(out: Path) -> None:
         spec = TrainSpec(algorithm="dpsgd", model=model, epochs=20, batch_size=B, lr=0.1, target_epsilon=10.0)
         t0 = time.perf_counter()
         for s in range(0, 400, chunk):
-            train_bank(X, y, np.zeros(n, np.int64), mem[s:s + chunk], spec, n_classes=C, seed=s, progress=True,
+            train_bank(X, y, np.zeros(n, np.int64), mem[s:s + chunk], spec, n_classes=C, n_groups=2, seed=s, progress=True,
                        desc=f"{wl} models {s}-{s + chunk}")
         wall = time.perf_counter() - t0
         r = {"workload": wl, "n_models": 400, "epochs": 20, "wall_s": round(wall, 1),

@@ -56,7 +56,7 @@ class DPSGDSOptimizer(DPOptimizer):
         # The quantile rule itself is the engine's (one implementation): counts -> released -> new Q.
         self._rule = GroupQuantileClip(1, n_groups, self.grad_noise_multiplier, sigma_b=sigma_b, tau=tau, gamma=gamma,
                                        eta=eta_q, c_min=c_min, q_init=q_init, q_max=q_max, floor=count_floor,
-                                       generators=[torch.Generator(device=device)], device=device)
+                                       generators=[None], device=device)  # counts are noised by add_noise below
         self.sigma_b = sigma_b
         super().__init__(optimizer, noise_multiplier=noise_multiplier, max_grad_norm=float(self.bounds.max()),
                          expected_batch_size=expected_batch_size, loss_reduction=loss_reduction,
@@ -128,10 +128,13 @@ def make_private_dpsgd_s(privacy_engine, *, module, optimizer, data_loader, nois
     module, dp_opt, loader = privacy_engine.make_private(
         module=module, optimizer=optimizer, data_loader=data_loader, noise_multiplier=noise_multiplier,
         max_grad_norm=1.0, poisson_sampling=True)
-    sample_rate = 1.0 / len(loader)
+    sample_rate = loader.sample_rate  # Opacus's own q (1/len(loader) can differ from it by rounding)
     dpsgd_s_kwargs.setdefault("secure_mode", privacy_engine.secure_mode)
     if privacy_engine.secure_mode:
-        dpsgd_s_kwargs.setdefault("generator", privacy_engine.secure_rng)
+        given = dpsgd_s_kwargs.setdefault("generator", privacy_engine.secure_rng)
+        if given is not privacy_engine.secure_rng:
+            raise ValueError("secure_mode: the noise must come from the engine's secure generator, not a given one "
+                             "(Opacus refuses this too)")
     opt = DPSGDSOptimizer(dp_opt.original_optimizer, noise_multiplier=noise_multiplier, sigma_b=sigma_b,
                           n_groups=n_groups, expected_batch_size=dp_opt.expected_batch_size, **dpsgd_s_kwargs)
     opt.attach_step_hook(privacy_engine.accountant.get_optimizer_hook_fn(sample_rate=sample_rate))

@@ -156,8 +156,8 @@ def main_table(params: Params, attack: str = "alooa_cross_fit") -> pd.DataFrame:
         seeds=("seed", "nunique"), accuracy=("accuracy", "mean"), accuracy_sd=("accuracy", "std"),
         delta_pp=("delta_pp", "mean"), delta_bc=("delta_bc", "mean"), delta_lo=("delta_lo", "mean"),
         delta_hi=("delta_hi", "mean"),
-        p_delta=("p_delta", "median"), sigma_g=("sigma_g", "first"), sigma_b=("sigma_b", "first"),
-        q=("q", "max"), q_min=("q_min", "min"), T=("T", "first"), delta=("delta", "first"), accountant=("accountant", "first"),
+        p_delta=("p_delta", "median"), sigma_g=("sigma_g", "max"), sigma_b=("sigma_b", "max"),
+        q=("q", "max"), q_min=("q_min", "min"), T=("T", "max"), delta=("delta", "first"), accountant=("accountant", "first"),
         eps_spent=("eps_spent", "max"), guaranteed=("guaranteed", "all")).reset_index()
     return agg
 

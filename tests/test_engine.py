@@ -75,7 +75,7 @@ def test_evaluate_matches_module_forward():
     y = rng.integers(0, C, 600)
     bank = train_bank(X, y, np.zeros(600, np.int64), np.ones((M, 600), bool),
                       TrainSpec(algorithm="sgd", model="mlp", hidden=16, epochs=1, batch_size=50),
-                      n_classes=C, seed=3, progress=False)
+                      n_classes=C, n_groups=2, seed=3, progress=False)
     loss, logits = bank.evaluate(X, y, batch_size=128)
     assert loss.shape == (M, 600) and logits.shape == (M, 600, C)
     mod = bank.module()
@@ -100,7 +100,7 @@ def test_engine_reproduces_plain_sgd(algorithm):
     mem = rng.random((M, n)) < 0.7
     spec = TrainSpec(algorithm=algorithm, model="mlp", hidden=8, epochs=2, batch_size=B, lr=lr, clip=math.inf,
                      noise_multiplier=0.0)
-    bank = train_bank(X, y, g, mem, spec, n_classes=C, seed=11, progress=False)
+    bank = train_bank(X, y, g, mem, spec, n_classes=C, n_groups=2, seed=11, progress=False)
     # Reference: autograd on nn.Modules, same initial weights and the same Poisson batches, loss summed / B.
     gens = model_generators(11, M)
     mods = [_init_module(build_model("mlp", (d,), C, hidden=8), gg["init"]) for gg in gens]
@@ -140,6 +140,10 @@ def test_noise_std_uses_max_over_all_groups_not_batch():
     # a batch holding only group 0 still gets noise scaled by the largest bound (group 1's 3.0)
     torch.testing.assert_close(gq.noise_std(), torch.tensor([6.0]))
     torch.testing.assert_close(gq.bounds(), torch.tensor([[0.5, 3.0, 1.0]]))
+    two = GroupQuantileClip(2, 3, 2.0, sigma_b=5.0, tau=1.0, gamma=0.5, eta=0.2, c_min=0.1, q_init=1.0,
+                            generators=[torch.Generator().manual_seed(0)] * 2)
+    two.Q = torch.tensor([[0.5, 3.0, 1.0], [0.2, 0.3, 0.05]])
+    torch.testing.assert_close(two.noise_std(), torch.tensor([6.0, 0.6]))  # each model its own max bound
 
 
 # --------------------------------------------------------------------------------------- sensitivity
@@ -281,9 +285,9 @@ def test_training_is_deterministic_and_model_independent_of_bank():
     g = rng.integers(0, 2, 500)
     mem = rng.random((4, 500)) < 0.6
     spec = TrainSpec(algorithm="dpsgd_s", model="lr", epochs=2, batch_size=50, noise_multiplier=1.0, sigma_b=5.0)
-    b1 = train_bank(X, y, g, mem, spec, n_classes=2, seed=4, progress=False)
-    b2 = train_bank(X, y, g, mem, spec, n_classes=2, seed=4, progress=False)
-    b3 = train_bank(X, y, g, mem[:2], spec, n_classes=2, seed=4, progress=False)
+    b1 = train_bank(X, y, g, mem, spec, n_classes=2, n_groups=2, seed=4, progress=False)
+    b2 = train_bank(X, y, g, mem, spec, n_classes=2, n_groups=2, seed=4, progress=False)
+    b3 = train_bank(X, y, g, mem[:2], spec, n_classes=2, n_groups=2, seed=4, progress=False)
     for k in b1.params:
         torch.testing.assert_close(b1.params[k], b2.params[k], rtol=0, atol=0)
         torch.testing.assert_close(b1.params[k][:2], b3.params[k], rtol=1e-6, atol=1e-6)
@@ -314,9 +318,9 @@ def test_accounting_records_everything_and_dpsgd_s_charges_counts():
     g = rng.integers(0, 2, 1000)
     mem = np.ones((2, 1000), bool)
     dp = train_bank(X, y, g, mem, TrainSpec(algorithm="dpsgd", epochs=2, batch_size=100, target_epsilon=2.0),
-                    n_classes=2, seed=0, progress=False)
+                    n_classes=2, n_groups=2, seed=0, progress=False)
     s = train_bank(X, y, g, mem, TrainSpec(algorithm="dpsgd_s", epochs=2, batch_size=100, target_epsilon=2.0,
-                                           sigma_b=5.0), n_classes=2, seed=0, progress=False)
+                                           sigma_b=5.0), n_classes=2, n_groups=2, seed=0, progress=False)
     a, b = dp.accounting[0], s.accounting[0]
     assert a.steps == b.steps == 20 and a.sample_rate == b.sample_rate == 0.1
     assert a.epsilon <= 2.0 and b.epsilon <= 2.0 and a.accountant == "rdp" and a.sampling == "poisson"
@@ -324,7 +328,7 @@ def test_accounting_records_everything_and_dpsgd_s_charges_counts():
     assert b.sigma_g > a.sigma_g  # ...so the gradient gets more noise: the counts are paid for
     assert b.sigma_eff == pytest.approx(combine_sigmas(b.sigma_g, b.sigma_b))
     ns = train_bank(X, y, g, mem, TrainSpec(algorithm="dpsgd_s_nonprivate", epochs=1, batch_size=100,
-                                            target_epsilon=2.0), n_classes=2, seed=0, progress=False)
+                                            target_epsilon=2.0), n_classes=2, n_groups=2, seed=0, progress=False)
     assert not ns.accounting[0].guaranteed and a.guaranteed
 
 
@@ -339,7 +343,7 @@ def test_coupled_models_share_everything_but_the_target():
     mem = np.ones((4, n), bool)
     mem[1, 7] = False  # model 1 = model 0 without record 7
     spec = TrainSpec(algorithm="dpsgd", model="lr", epochs=3, batch_size=40, noise_multiplier=1.0, lr=0.5)
-    bank = train_bank(X, y, g, mem, spec, n_classes=2, seed=0, progress=False,
+    bank = train_bank(X, y, g, mem, spec, n_classes=2, n_groups=2, seed=0, progress=False,
                       stream_ids=np.array([0, 0, 1, 1]), sample_over=np.ones((4, n), bool))
     p = bank.params["fc.weight"]
     assert torch.equal(p[2], p[3])  # same stream, same data: identical

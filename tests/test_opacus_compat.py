@@ -149,7 +149,7 @@ def test_dpsgd_eps10_on_adult_matches_opacus_accuracy(tmp_path):
     n, B, epochs, lr = len(d.train), 256, 2, 1.0
     spec = TrainSpec(algorithm="dpsgd", model="lr", epochs=epochs, batch_size=B, lr=lr, clip=1.0,
                      target_epsilon=10.0, delta=1e-5)
-    bank = train_bank(d.train.X, d.train.y, d.train.group, np.ones((4, n), bool), spec, n_classes=2, seed=5,
+    bank = train_bank(d.train.X, d.train.y, d.train.group, np.ones((4, n), bool), spec, n_classes=2, n_groups=2, seed=5,
                       progress=False)
     ours = bank.accuracy(d.test.X, d.test.y).mean()
     sigma = bank.accounting[0].sigma_g

@@ -133,7 +133,7 @@ def test_overfit_sgd_leaks_more_than_dpsgd_eps1(mirror):
     out = {}
     for alg, eps in (("sgd", None), ("dpsgd", 1.0)):
         spec = TrainSpec(algorithm=alg, model="mlp", epochs=100, batch_size=50, lr=0.5, target_epsilon=eps)
-        bank = train_bank(d.train.X, d.train.y, d.train.group, design.training_membership(), spec, n_classes=2,
+        bank = train_bank(d.train.X, d.train.y, d.train.group, design.training_membership(), spec, n_classes=2, n_groups=2,
                           seed=3, progress=False)
         loss, _ = bank.evaluate(d.train.X[design.audit_idx], d.train.y[design.audit_idx])
         adv = cross_fit_advantage(-loss.astype(float), design.membership)

@@ -108,7 +108,7 @@ class GroupQuantileClip(ClipPolicy):
     """
 
     def __init__(self, M: int, K: int, sigma: float, *, sigma_b: float, tau: float, gamma: float, eta: float,
-                 c_min: float, q_init: float | Sequence[float], generators: list[torch.Generator],
+                 c_min: float, q_init: float | Sequence[float], generators: list[torch.Generator | None],
                  q_max: float = 100.0, floor: float | None = None, device: torch.device | str = "cpu") -> None:
         super().__init__(M, K, sigma, device=device)
         if sigma_b <= 0:
@@ -138,6 +138,8 @@ class GroupQuantileClip(ClipPolicy):
 
     def count_noise(self) -> torch.Tensor:
         """[M, 2K] N(0, σ_b²), each model's row from its own generator, drawn on that generator's device."""
+        if any(g is None for g in self.gens):
+            raise RuntimeError("this policy was built without count generators: its caller noises the counts")
         return torch.stack([torch.randn(2 * self.K, generator=g, device=g.device) for g in self.gens]
                            ).to(self.device) * self.sigma_b
 

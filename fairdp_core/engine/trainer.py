@@ -249,7 +249,7 @@ def _public_assumptions(spec: TrainSpec) -> tuple[str, ...]:
 
 
 def train_bank(X: np.ndarray, y: np.ndarray, group: np.ndarray, membership: np.ndarray, spec: TrainSpec, *,
-               n_classes: int, n_groups: int | None = None, seed: int, device: str | None = None,
+               n_classes: int, n_groups: int, seed: int, device: str | None = None,
                progress: bool = True, desc: str | None = None, stream_ids: np.ndarray | None = None,
                sample_over: np.ndarray | None = None) -> TrainedBank:
     """Train M = membership.shape[0] models; model m on the records where ``membership[m]`` is True.
@@ -273,7 +273,9 @@ def train_bank(X: np.ndarray, y: np.ndarray, group: np.ndarray, membership: np.n
     if dev.type == "cuda" and not torch.cuda.is_available():
         raise RuntimeError("device 'cuda' requested but CUDA is not available")
     M = membership.shape[0]
-    K = int(n_groups if n_groups is not None else group.max() + 1)
+    K = int(n_groups)  # public: never from the data (the noise scale is the max over ALL K groups' bounds)
+    if len(group) and (group.min() < 0 or group.max() >= K):
+        raise ValueError(f"group labels must lie in 0..{K - 1} (n_groups={K})")
     Xt, yt, gt = (torch.as_tensor(np.require(a, requirements="W")).to(dev) for a in (X, y, group))
     pools = [torch.as_tensor(np.flatnonzero(r)) for r in sample_over]
     n_m = np.array([len(p) for p in pools], dtype=np.float64)
