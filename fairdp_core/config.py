@@ -78,14 +78,14 @@ class DataConfig(_Strict):
 
     @model_validator(mode="after")
     def _known_datasets(self) -> DataConfig:
-        from .data.loaders import REGISTRY
+        from .data.names import DATASET_GROUPS
 
         for name, opts in self.datasets.items():
-            if name not in REGISTRY:
-                raise ValueError(f"datasets.{name}: unknown dataset; known: {', '.join(REGISTRY)}")
-            if opts.group is not None and opts.group not in REGISTRY[name].groups:
+            if name not in DATASET_GROUPS:
+                raise ValueError(f"datasets.{name}: unknown dataset; known: {', '.join(DATASET_GROUPS)}")
+            if opts.group is not None and opts.group not in DATASET_GROUPS[name]:
                 raise ValueError(f"datasets.{name}.group: unknown group attribute {opts.group!r}; "
-                                 f"known: {', '.join(REGISTRY[name].groups)}")
+                                 f"known: {', '.join(DATASET_GROUPS[name])}")
         return self
 
 

@@ -49,7 +49,7 @@ show, table = rh.shower(figures_dir), rh.table
 summaries, runs_df, groups_df = rh.frames(results_dir, runs)
 
 # %%
-from fairdp_core.data import load
+from fairdp_core.data.base import load
 from fairdp_core.fairness import outcome_fairness
 
 rows, by_group = [], []

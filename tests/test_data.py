@@ -321,3 +321,11 @@ def test_prepare_writes_atomically(params, tmp_path, monkeypatch):
         prepare(params, "compas")
     assert not out.exists()
     assert not [p for p in out.parent.iterdir() if p.name.startswith(".compas")]
+
+
+def test_params_schema_names_the_registrys_datasets_and_groups():
+    """params.yaml is validated against data/names.py (no loader import); it must agree with the registry."""
+    from fairdp_core.data.loaders import REGISTRY
+    from fairdp_core.data.names import DATASET_GROUPS
+
+    assert {k: tuple(v.groups) for k, v in REGISTRY.items()} == DATASET_GROUPS

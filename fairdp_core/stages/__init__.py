@@ -12,7 +12,7 @@ import os
 import sys
 from collections.abc import Callable
 
-__all__ = ["jsonable", "stage_main"]
+__all__ = ["jsonable", "read_plan", "stage_main"]
 
 # glibc's allocator maps and zeroes large per-step temporaries afresh every step (shared/PERF_NOTES.md); the
 # thresholds only take effect for a process started with them, so a training stage re-execs once with them set.
@@ -53,3 +53,15 @@ def jsonable(x):
     if isinstance(x, np.integer):
         return int(x)
     return x
+
+
+def read_plan(path: str | os.PathLike) -> dict:
+    """A run's plan file (written by the plan stage)."""
+    import json
+    from pathlib import Path
+
+    p = Path(path)
+    if not p.is_file():
+        raise FileNotFoundError(f"{p} missing: run the plan stage first (`dvc repro plan`, or "
+                                "`python -m fairdp_core.stages.plan`)")
+    return json.loads(p.read_text())

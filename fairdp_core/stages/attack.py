@@ -23,8 +23,7 @@ from ..audit.attacks import cross_fit_advantage, ga_advantage, gba_advantage, li
 from ..audit.design import AuditDesign
 from ..audit.stats import bootstrap_gpr, epsilon_lower_bound, pair_folds, permutation_pvalue, tpr_at_fpr
 from ..config import load_params
-from . import jsonable
-from .plan import read_plan
+from . import jsonable, read_plan
 
 __all__ = ["ATTACKS", "TWO_WAY", "main", "run_attack"]
 

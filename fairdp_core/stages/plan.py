@@ -82,14 +82,6 @@ def write_plans(params: Params, out: str | os.PathLike) -> Path:
     return out
 
 
-def read_plan(path: str | os.PathLike) -> dict:
-    p = Path(path)
-    if not p.is_file():
-        raise FileNotFoundError(f"{p} missing: run the plan stage first (`dvc repro plan`, or "
-                                "`python -m fairdp_core.stages.plan`)")
-    return json.loads(p.read_text())
-
-
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="fairdp plan", description=__doc__)
     ap.add_argument("--params", default="params.yaml")

@@ -6,7 +6,7 @@ import argparse
 import json
 
 from ..config import load_params
-from ..data import prepare
+from ..data.pipeline import prepare
 
 __all__ = ["main"]
 

@@ -24,8 +24,7 @@ from ..audit.signals import logit_confidence
 from ..config import Params, load_params
 from ..data.base import GroupedData, load
 from ..engine import TrainSpec, bank_accounting, train_bank
-from . import jsonable
-from .plan import read_plan
+from . import jsonable, read_plan
 
 __all__ = ["main", "run_train"]
 

@@ -1,0 +1,19 @@
+"""The datasets of the study and their group attributes, as plain data (no pandas, no loader code).
+
+params.yaml is validated against this table, so loading params does not import the loaders; tests check that it
+agrees with the loaders' registry (:data:`fairdp_core.data.loaders.REGISTRY`). The first attribute is the default.
+"""
+
+from __future__ import annotations
+
+__all__ = ["DATASET_GROUPS"]
+
+DATASET_GROUPS: dict[str, tuple[str, ...]] = {
+    "adult": ("sex", "race"),
+    "bank": ("marital",),
+    "credit": ("SEX",),
+    "law": ("race1",),
+    "compas": ("race", "sex"),
+    "mnist": ("digit",),
+    "utkface": ("race",),
+}

@@ -1,0 +1,210 @@
+"""Each DVC stage depends on exactly the code it imports, and its results do not depend on execution knobs.
+
+For every stage of dvc.yaml: the fairdp_core modules that its entry point (``python -m <module>``) loads in a
+fresh interpreter, and the static import closure of that module (function-level imports included, plus the
+report notebook's own imports for report stages), must all be covered by the stage's declared code deps; and
+every declared code dep must be in that closure (no stage reruns for code it never imports; for the report
+stages, which share one deps list through ``foreach``, in the union of their notebooks' closures).
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+
+from .conftest import ROOT
+
+PKG = ROOT / "fairdp_core"
+DVC = yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"]
+REPORTS = DVC["report"]["foreach"]
+
+
+def _stages() -> list[tuple[str, str, list[str], str | None]]:
+    """(stage name, entry module, declared fairdp_core deps, notebook path or None)."""
+    out = []
+    for name, st in DVC.items():
+        body = st.get("do", st)
+        module = body["cmd"].split()[2]
+        deps = [d for d in body["deps"] if d.startswith("fairdp_core")]
+        if name == "report":
+            for item in REPORTS:
+                out.append((f"report@{item}", module, deps, f"notebooks/{item}.py"))
+        else:
+            out.append((name, module, deps, None))
+    return out
+
+
+def _module_file(mod: str) -> Path | None:
+    rel = Path(*mod.split("."))
+    for p in (ROOT / rel.with_suffix(".py"), ROOT / rel / "__init__.py"):
+        if p.is_file():
+            return p
+    return None
+
+
+def _imports(path: Path, package: str) -> set[str]:
+    """Absolute names of the fairdp_core modules ``path`` imports anywhere (module level or inside functions)."""
+    tree = ast.parse(path.read_text())
+    out = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            out |= {a.name for a in node.names if a.name.startswith("fairdp_core")}
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")
+                base = base[: len(base) - node.level + 1]
+                mod = ".".join(base + ([node.module] if node.module else []))
+            else:
+                mod = node.module or ""
+            if not mod.startswith("fairdp_core"):
+                continue
+            out.add(mod)
+            for a in node.names:  # "from .stages import plan": plan may be a submodule
+                if _module_file(f"{mod}.{a.name}"):
+                    out.add(f"{mod}.{a.name}")
+    return out
+
+
+def _closure(start: set[str]) -> set[Path]:
+    """Files of the modules in ``start`` and of everything they import, with every parent package's __init__."""
+    seen: set[str] = set()
+    todo = list(start)
+    while todo:
+        mod = todo.pop()
+        parts = mod.split(".")
+        for i in range(1, len(parts) + 1):  # importing a.b.c runs a/__init__ and a/b/__init__
+            todo.append(".".join(parts[:i])) if ".".join(parts[:i]) not in seen and i < len(parts) else None
+        if mod in seen:
+            continue
+        seen.add(mod)
+        f = _module_file(mod)
+        if f is None:
+            continue
+        package = mod if f.name == "__init__.py" else mod.rpartition(".")[0]
+        todo.extend(_imports(f, package) - seen)
+    return {_module_file(m).relative_to(ROOT) for m in seen if _module_file(m)}
+
+
+def _covered(path: Path, deps: list[str]) -> bool:
+    return any(path == Path(d) or Path(d) in path.parents for d in deps)
+
+
+@pytest.mark.parametrize(("stage", "module", "deps", "notebook"), _stages(), ids=[s[0] for s in _stages()])
+def test_stage_deps_are_exactly_the_code_it_imports(stage, module, deps, notebook):
+    start = {module}
+    if notebook:
+        start |= _imports(ROOT / notebook, "")
+    static = _closure(start)
+    code = f"import importlib, sys; importlib.import_module({module!r})"
+    if notebook:
+        code += "".join(f"; importlib.import_module({m!r})" for m in sorted(start - {module}))
+    code += "; print('\\n'.join(sorted(m.__file__ for n, m in sys.modules.items() if n.startswith('fairdp_core'))))"
+    loaded = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
+    dynamic = {Path(p).resolve().relative_to(ROOT) for p in loaded.stdout.split()}
+    missing = sorted(str(p) for p in (static | dynamic) if not _covered(p, deps))
+    assert not missing, f"{stage} imports code it does not declare in dvc.yaml: {missing}"
+    if notebook:  # the report foreach shares one deps list: judge it by the union over its notebooks
+        static = set().union(*(_closure({module} | _imports(ROOT / f"notebooks/{n}.py", "")) for n in REPORTS))
+    unused = [d for d in deps if not any(_covered(p, [d]) for p in static)]
+    assert not unused, f"{stage} declares code it never imports (it would rerun for nothing): {unused}"
+
+
+def test_results_do_not_depend_on_the_thread_count():
+    """train.threads is an execution knob no stage tracks: one bank trained with 1 and with 2 torch threads gives
+    bit-identical parameters (the per-model streams and the reduction order do not depend on it)."""
+    import torch
+
+    from fairdp_core.engine import TrainSpec, train_bank
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(600, 30)).astype(np.float32)
+    y, g = rng.integers(0, 2, 600), rng.integers(0, 2, 600)
+    spec = TrainSpec(algorithm="dpsgd_s", model="mlp", hidden=32, epochs=2, batch_size=60, target_epsilon=2.0,
+                     sigma_b=5.0)
+    before = torch.get_num_threads()
+    out = []
+    try:
+        for threads in (1, 2):
+            torch.set_num_threads(threads)
+            out.append(train_bank(X, y, g, np.ones((3, 600), bool), spec, n_classes=2, n_groups=2, seed=1,
+                                  progress=False).params)
+    finally:
+        torch.set_num_threads(before)
+    assert all(torch.equal(out[0][k], out[1][k]) for k in out[0])
+
+
+def test_no_stage_tracks_execution_knobs():
+    for name, st in DVC.items():
+        params = [p for p in (st.get("do", st).get("params") or []) if isinstance(p, str)]
+        for knob in ("train.threads", "train.device", "audit.eval_batch"):
+            assert knob not in params, (name, knob)
+    plan = json.loads(json.dumps(DVC["plan"]))
+    assert "train" in plan["params"]  # plan reads train, but its outputs leave the knobs out:
+    from fairdp_core.stages.plan import _SPEC_FROM_TRAIN
+
+    assert not {"threads", "device"} & set(_SPEC_FROM_TRAIN)
+
+
+def _plans(params_path: Path) -> dict[str, str]:
+    from fairdp_core.config import load_params
+    from fairdp_core.stages.plan import write_plans
+
+    out = params_path.parent / "plan"
+    write_plans(load_params(params_path), out)
+    return {str(p.relative_to(out)): p.read_text() for p in sorted(out.rglob("*.json"))}
+
+
+_RULES = {  # assignment -> (which train plans change: run name -> bool, do the attack plans change)
+    "train.lr=0.05": (lambda r: False, False),             # every dataset of the default grid overrides lr
+    "train.threads=1": (lambda r: False, False),           # an execution knob
+    "audit.eval_batch=128": (lambda r: False, False),      # an execution knob
+    "audit.n_boot=200": (lambda r: False, True),           # statistics only: no training
+    # τ: the DP-SGD-S runs (and the non-private variant) without their own τ; the sweep's runs carry theirs
+    "train.dpsgd_s.tau=2.0": (lambda r: "-dpsgd_s" in r and "-t" not in r.split("-e")[-1], False),
+    "train.overrides.law-lr.lr=0.2": (lambda r: r.startswith("law-lr-"), False),
+}
+
+
+@pytest.mark.parametrize("assignment", list(_RULES))
+def test_a_key_changes_exactly_the_plans_whose_effective_value_changes(tmp_path, assignment):
+    """`fairdp set KEY=VALUE` (what `fairdp exp run -S` applies) and the plan files the train/attack stages depend
+    on: a key changes the plan of exactly the runs whose effective settings change, so DVC reruns only those."""
+    from fairdp_core.cli import set_params
+
+    params = tmp_path / "params.yaml"
+    shutil.copy(ROOT / "params.yaml", params)
+    before = _plans(params)
+    set_params(params, [assignment])
+    after = _plans(params)
+    assert set(before) == set(after)
+    changed = {k for k in before if before[k] != after[k]}
+    trains, attack = _RULES[assignment]
+    want = {k for k in before if (k.startswith("train/") and trains(k[6:-5])) or (attack and k.startswith("attack/"))}
+    assert changed == want, (sorted(changed - want)[:5], sorted(want - changed)[:5])
+    assert changed or assignment.split("=")[0] in ("train.lr", "train.threads", "audit.eval_batch")
+
+
+def test_set_regenerates_runs_keeps_comments_and_names_bad_keys(tmp_path):
+    from fairdp_core.cli import set_params
+    from fairdp_core.config import ConfigError, load_params
+
+    params = tmp_path / "params.yaml"
+    shutil.copy(ROOT / "params.yaml", params)
+    set_params(params, ["grid.0.epsilons=[1,5]"])
+    runs = load_params(params).runs
+    assert "adult-lr-dpsgd_s-e5-s0" in runs and "adult-lr-dpsgd_s-e10-s0" not in runs
+    assert "# every bank: Poisson sampling" in params.read_text()  # comments kept
+    text = params.read_text()
+    with pytest.raises(ConfigError, match="train.lrr"):
+        set_params(params, ["train.lrr=0.1"])
+    with pytest.raises(ConfigError, match="generated"):
+        set_params(params, ["runs.x.seed=1"])
+    assert params.read_text() == text  # nothing written
