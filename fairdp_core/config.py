@@ -275,7 +275,8 @@ class Params(_Strict):
         have = {k: v.model_dump() for k, v in self.runs.items()}
         if have != want or self.designs != expected_designs(want):
             raise ValueError("runs/designs: out of date with grid and sweep; regenerate them with "
-                             "`fairdp grid --write` (make repro does this)")
+                             "`fairdp grid --write` (make repro does this). For an experiment on a grid or sweep key "
+                             "use `fairdp exp run -S KEY=VALUE`, which regenerates them, not `dvc exp run -S`")
         return self
 
     def resolve(self, path: str | os.PathLike) -> Path:

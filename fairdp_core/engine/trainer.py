@@ -195,11 +195,12 @@ class TrainedBank:
     def save(self, path: str | os.PathLike) -> None:
         """torch.save to a temp file, then rename (a killed write never leaves a plausible file). The wall time
         (``seconds``) is not saved, so the same training writes the same bytes."""
-        with atomic_path(path) as tmp:
+        # through a file object: torch.save to a path names the archive's root after the (random) temporary's name
+        with atomic_path(path) as tmp, open(tmp, "wb") as f:
             torch.save({"spec": asdict(self.spec), "input_shape": self.input_shape, "n_classes": self.n_classes,
                         "params": self.params, "accounting": [a.as_dict() for a in self.accounting],
                         "membership": self.membership, "policy_state": self.policy_state,
-                        "steps": self.steps, "seed": self.seed}, tmp)  # no timing: reruns are byte-identical
+                        "steps": self.steps, "seed": self.seed}, f)  # no timing: reruns are byte-identical
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> TrainedBank:
