@@ -12,7 +12,7 @@ import os
 import sys
 from collections.abc import Callable
 
-__all__ = ["jsonable", "read_plan", "stage_main"]
+__all__ = ["jsonable", "read_plan", "stage_main", "write_timings"]
 
 # glibc's allocator maps and zeroes large per-step temporaries afresh every step (shared/PERF_NOTES.md); the
 # thresholds only take effect for a process started with them, so a training stage re-execs once with them set.
@@ -65,3 +65,14 @@ def read_plan(path: str | os.PathLike) -> dict:
         raise FileNotFoundError(f"{p} missing: run the plan stage first (`dvc repro plan`, or "
                                 "`python -m fairdp_core.stages.plan`)")
     return json.loads(p.read_text())
+
+
+def write_timings(params, key: str, timings: dict[str, float]) -> None:
+    """Wall-clock seconds of a stage, outside every DVC-tracked output (``results/timings/<key>.json``), so that
+    reruns with the same params and seed stay byte-identical."""
+    import json
+
+    from ..atomic import write_text
+
+    write_text(params.resolve("results/timings") / f"{key}.json",
+               json.dumps({k: round(v, 3) for k, v in timings.items()}, indent=1) + "\n")

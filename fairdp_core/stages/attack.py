@@ -18,12 +18,12 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ..atomic import atomic_dir, write_text
+from ..atomic import atomic_dir
 from ..audit.attacks import cross_fit_advantage, ga_advantage, gba_advantage, lira_scores, record_advantage
 from ..audit.design import AuditDesign
 from ..audit.stats import bootstrap_gpr, epsilon_lower_bound, pair_folds, permutation_pvalue, tpr_at_fpr
 from ..config import load_params
-from . import jsonable, read_plan
+from . import jsonable, read_plan, write_timings
 
 __all__ = ["ATTACKS", "TWO_WAY", "main", "run_attack"]
 
@@ -142,8 +142,7 @@ def main(argv: list[str] | None = None) -> int:
     out = Path(args.out or params.resolve("results/audit") / args.name)
     summary, timings = run_attack(args.name, out, plan=plan, train_dir=params.resolve("results/train") / args.name,
                                   design_path=params.resolve("results/designs") / f"{plan['design']}.npz")
-    write_text(params.resolve("results/timings") / f"attack-{args.name}.json",
-               json.dumps({k: round(v, 3) for k, v in timings.items()}, indent=1) + "\n")
+    write_timings(params, f"attack-{args.name}", timings)
     print(json.dumps({"run": args.name, "delta_pp": {k: round(v["delta_pp"], 3)
                                                      for k, v in summary["attacks"].items()}}))
     return 0

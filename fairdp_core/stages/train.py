@@ -18,13 +18,13 @@ from pathlib import Path
 
 import numpy as np
 
-from ..atomic import atomic_dir, write_text
+from ..atomic import atomic_dir
 from ..audit.design import AuditDesign, looa_design
 from ..audit.signals import logit_confidence
 from ..config import Params, load_params
 from ..data.base import GroupedData, load
 from ..engine import TrainSpec, bank_accounting, train_bank
-from . import jsonable, read_plan
+from . import jsonable, read_plan, write_timings
 
 __all__ = ["main", "run_train"]
 
@@ -78,7 +78,7 @@ def run_train(params: Params, name: str, out: str | os.PathLike, *, plan: dict, 
             "accounting": bank_accounting(bank.accounting),  # ε: the max over the bank's models; q: its range
         }
         (tmp / "train.json").write_text(json.dumps(jsonable(info), indent=1) + "\n")
-    _write_timings(params, f"train-{name}", timings)
+    write_timings(params, f"train-{name}", timings)
     return info
 
 
@@ -97,12 +97,6 @@ def _train_looa(params, name, spec, la, data, design, path, progress) -> None:
     s = np.stack([-loss[ld.target_of_row == t, t] for t in range(L)], axis=1)
     m = np.stack([ld.is_in[ld.target_of_row == t] for t in range(L)], axis=1)
     np.savez(path, targets=targets, group=data.train.group[targets], scores=s, is_in=m)
-
-
-def _write_timings(params: Params, key: str, timings: dict[str, float]) -> None:
-    """Wall-clock seconds, outside every DVC-tracked output (``results/timings/<key>.json``)."""
-    write_text(params.resolve("results/timings") / f"{key}.json",
-               json.dumps({k: round(v, 3) for k, v in timings.items()}, indent=1) + "\n")
 
 
 def main(argv: list[str] | None = None) -> int:
