@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 __all__ = [
     "DATA_MIRROR_ENV",
+    "GENERATED_FILE",
     "AuditConfig",
     "ConfigError",
     "DataConfig",
@@ -32,10 +33,12 @@ __all__ = [
     "TrainOverride",
     "design_key",
     "expand_runs",
+    "generated_path",
     "load_params",
 ]
 
 DATA_MIRROR_ENV = "FAIRDP_DATA_MIRROR"
+GENERATED_FILE = "runs.yaml"
 
 
 class ConfigError(ValueError):
@@ -274,7 +277,7 @@ class Params(_Strict):
         want = expand_runs(self.grid, self.sweep)
         have = {k: v.model_dump() for k, v in self.runs.items()}
         if have != want or self.designs != expected_designs(want):
-            raise ValueError("runs/designs: out of date with grid and sweep; regenerate them with "
+            raise ValueError(f"runs/designs ({GENERATED_FILE}): out of date with grid and sweep; regenerate them with "
                              "`fairdp grid --write` (make repro does this). For an experiment on a grid or sweep key "
                              "use `fairdp exp run -S KEY=VALUE`, which regenerates them, not `dvc exp run -S`")
         return self
@@ -332,13 +335,18 @@ def _format(err: ValidationError, file: Path) -> str:
     return "invalid params:\n  " + "\n  ".join(lines)
 
 
-def load_params(path: str | os.PathLike = "params.yaml") -> Params:
-    """Read and validate params.yaml; raise ConfigError naming the file and key path on any problem."""
-    file = Path(path)
+def generated_path(params_path: str | os.PathLike) -> Path:
+    """runs.yaml beside params.yaml: the ``runs``/``designs`` that ``fairdp grid --write`` generates from grid and
+    sweep. It is a separate file (dvc.yaml reads it through ``vars``) so that ``dvc exp show`` does not list one
+    params column per generated key."""
+    return Path(params_path).with_name(GENERATED_FILE)
+
+
+def _read_yaml(file: Path, what: str) -> dict:
     try:
         text = file.read_text()
     except OSError as e:
-        raise ConfigError(f"{file}: cannot read params: {e}") from None
+        raise ConfigError(f"{file}: cannot read {what}: {e}") from None
     try:
         raw = yaml.load(text, Loader=_UniqueKeyLoader)
     except ConfigError as e:
@@ -347,7 +355,25 @@ def load_params(path: str | os.PathLike = "params.yaml") -> Params:
         raise ConfigError(f"{file}: not valid YAML: {e}") from None
     if not isinstance(raw, dict):
         raise ConfigError(f"{file}: expected a mapping at the top level, got {type(raw).__name__}")
+    return raw
+
+
+def load_params(path: str | os.PathLike = "params.yaml", generated: str | os.PathLike | None = None) -> Params:
+    """Read and validate params.yaml with its generated runs.yaml (``generated``, default: beside it); raise
+    ConfigError naming the file and key path on any problem."""
+    file = Path(path)
+    raw = _read_yaml(file, "params")
+    for k in ("runs", "designs"):
+        if k in raw:
+            raise ConfigError(f"{file}: '{k}': generated into {GENERATED_FILE} by `fairdp grid --write` from grid and "
+                              "sweep; remove it from params.yaml")
+    gen_file = Path(generated) if generated is not None else generated_path(file)
+    gen = _read_yaml(gen_file, "the generated runs") if gen_file.is_file() else {}
+    unknown = set(gen) - {"runs", "designs"}
+    if unknown:
+        raise ConfigError(f"{gen_file}: unknown keys {sorted(unknown)} (only runs and designs are generated)")
     try:
-        return Params.model_validate({**raw, "base_dir": file.resolve().parent})
+        return Params.model_validate({**raw, **gen, "base_dir": file.resolve().parent})
     except ValidationError as e:
-        raise ConfigError(_format(e, file)) from None
+        raise ConfigError(_format(e, file).replace(f"{file}: runs", f"{gen_file}: runs")
+                          .replace(f"{file}: designs", f"{gen_file}: designs")) from None

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 from pathlib import Path
 
 import pytest
@@ -37,6 +38,7 @@ def write_params(tmp_path, mirror, monkeypatch):
 
     def write(overrides: dict | None = None, text: str | None = None) -> Path:
         p = tmp_path / "params.yaml"
+        shutil.copy(ROOT / "runs.yaml", tmp_path / "runs.yaml")  # the generated runs of the grid as committed
         if text is None:
             base = yaml.safe_load((ROOT / "params.yaml").read_text())
             base["data"]["mirror"] = str(mirror)

@@ -35,6 +35,7 @@ def params(tmp_path_factory, mirror):
     base = yaml.safe_load((ROOT / "params.yaml").read_text())
     base["data"]["mirror"] = str(mirror)
     (d / "params.yaml").write_text(yaml.safe_dump(base))
+    shutil.copy(ROOT / "runs.yaml", d / "runs.yaml")
     return load_params(d / "params.yaml")
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import shutil
 
 import numpy as np
 import pytest
@@ -144,6 +145,7 @@ def test_dpsgd_eps10_on_adult_matches_opacus_accuracy(tmp_path):
     base = yaml.safe_load((ROOT / "params.yaml").read_text())
     base["data"]["mirror"] = str(mirror_dir())
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(base))
+    shutil.copy(ROOT / "runs.yaml", tmp_path / "runs.yaml")
     params = load_params(tmp_path / "params.yaml")
     d = load_dataset("adult", params.data.datasets["adult"], sources_from_params(params), seed=params.seed)
     n, B, epochs, lr = len(d.train), 256, 2, 1.0

@@ -27,6 +27,7 @@ def project(tmp_path, mirror, monkeypatch):
     shutil.copytree(ROOT / "profiles", tmp_path / "profiles")
     shutil.copytree(ROOT / "notebooks", tmp_path / "notebooks")
     shutil.copy(ROOT / "params.yaml", tmp_path / "params.yaml")
+    shutil.copy(ROOT / "runs.yaml", tmp_path / "runs.yaml")
     monkeypatch.setenv("FAIRDP_DATA_MIRROR", str(mirror))
     return tmp_path
 
@@ -56,6 +57,7 @@ def test_committed_params_are_the_default_profile(project):
     """params.yaml as committed is exactly what `fairdp use-profile default` writes."""
     use_profile("default", project / "params.yaml", project / "profiles")
     assert (project / "params.yaml").read_text() == (ROOT / "params.yaml").read_text()
+    assert (project / "runs.yaml").read_text() == (ROOT / "runs.yaml").read_text()
 
 
 def test_stale_runs_are_refused_until_regenerated(project):
@@ -86,9 +88,18 @@ def test_bad_grid_is_refused_and_params_untouched(project):
     original = path.read_text()
     path.write_text(original.replace("{dataset: bank, model: lr,", "{dataset: bank, model: lrr,", 1))
     broken = path.read_text()
+    runs = (project / "runs.yaml").read_text()
     with pytest.raises(ConfigError):
         write_generated(path)
     assert path.read_text() == broken  # nothing half-written
+    assert (project / "runs.yaml").read_text() == runs
+
+
+def test_generated_keys_are_refused_in_params(project):
+    path = project / "params.yaml"
+    path.write_text(path.read_text() + "\nruns: {}\n")
+    with pytest.raises(ConfigError, match="runs.yaml"):
+        load_params(path)
 
 
 @pytest.mark.parametrize("name", NOTEBOOKS)

@@ -181,6 +181,7 @@ def test_a_key_changes_exactly_the_plans_whose_effective_value_changes(tmp_path,
 
     params = tmp_path / "params.yaml"
     shutil.copy(ROOT / "params.yaml", params)
+    shutil.copy(ROOT / "runs.yaml", tmp_path / "runs.yaml")
     before = _plans(params)
     set_params(params, [assignment])
     after = _plans(params)
@@ -198,6 +199,7 @@ def test_set_regenerates_runs_keeps_comments_and_names_bad_keys(tmp_path):
 
     params = tmp_path / "params.yaml"
     shutil.copy(ROOT / "params.yaml", params)
+    shutil.copy(ROOT / "runs.yaml", tmp_path / "runs.yaml")
     set_params(params, ["grid.0.epsilons=[1,5]"])
     runs = load_params(params).runs
     assert "adult-lr-dpsgd_s-e5-s0" in runs and "adult-lr-dpsgd_s-e10-s0" not in runs

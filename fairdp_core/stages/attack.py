@@ -131,7 +131,7 @@ def _looa_table(path: Path, records: pd.DataFrame) -> pd.DataFrame:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="fairdp attack", description=__doc__)
-    ap.add_argument("name", help="a run of params.yaml's runs section")
+    ap.add_argument("name", help="a run of runs.yaml (generated from params.yaml's grid)")
     ap.add_argument("--params", default="params.yaml")
     ap.add_argument("--out", default=None, help="default: results/audit/<name>")
     args = ap.parse_args(argv)

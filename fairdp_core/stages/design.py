@@ -32,13 +32,13 @@ def write_design(params: Params, key: str, path: str | os.PathLike) -> AuditDesi
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="fairdp design", description=__doc__)
-    ap.add_argument("key", help="a key of params.yaml's designs section, e.g. adult-s0")
+    ap.add_argument("key", help="a key of runs.yaml's designs, e.g. adult-s0")
     ap.add_argument("--params", default="params.yaml")
     ap.add_argument("--out", default=None)
     args = ap.parse_args(argv)
     params = load_params(args.params)
     if args.key not in params.designs:
-        raise KeyError(f"design {args.key!r} is not in params.yaml designs (known: {', '.join(params.designs)})")
+        raise KeyError(f"design {args.key!r} is not in runs.yaml designs (known: {', '.join(params.designs)})")
     out = Path(args.out or params.resolve("results/designs") / f"{args.key}.npz")
     d = write_design(params, args.key, out)
     print(json.dumps({"design": args.key, "m": len(d.audit_idx), "R": d.R}))

@@ -7,8 +7,8 @@ on their own file, not on whole params.yaml sections, so changing a key reruns e
 value changes: ``train.lr`` reruns nothing while every dataset overrides it, ``audit.n_boot`` no training.
 Execution knobs (``train.threads``, ``train.device``, ``audit.eval_batch``) are not in any plan.
 
-Loading params.yaml also checks its generated ``runs``/``designs`` section against ``grid`` and ``sweep``: a
-stale section (e.g. after ``dvc exp run -S grid...`` without regenerating) fails this stage loudly.
+Loading params.yaml also checks the generated runs.yaml (``runs``/``designs``) against ``grid`` and ``sweep``: a
+stale one (e.g. after ``dvc exp run -S grid...`` without regenerating) fails this stage loudly.
 """
 
 from __future__ import annotations

@@ -101,7 +101,7 @@ def _train_looa(params, name, spec, la, data, design, path, progress) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="fairdp train", description=__doc__)
-    ap.add_argument("name", help="a run of params.yaml's runs section")
+    ap.add_argument("name", help="a run of runs.yaml (generated from params.yaml's grid)")
     ap.add_argument("--params", default="params.yaml")
     ap.add_argument("--out", default=None, help="default: results/train/<name>")
     ap.add_argument("--quiet", action="store_true", help="no progress bar")
