@@ -225,9 +225,9 @@ def _cmd_set(args: argparse.Namespace) -> int:
     return 0
 
 
-# `dvc exp show` lists a column per file dependency of every stage (one per run and per fairdp_core module); they
-# are all paths, and no params or metrics column name has a '/'.
-EXP_SHOW_DROP = "/"
+# `dvc exp show` lists a column per file dependency of every stage (one per run and per fairdp_core module: all paths,
+# and no params or metrics column name has a '/'), and the generated runs.yaml (read through vars) as params.
+EXP_SHOW_DROP = r"/|^(runs|designs)\.|^runs\.yaml:"
 
 
 def _cmd_exp(args: argparse.Namespace) -> int:

@@ -210,3 +210,20 @@ def test_set_regenerates_runs_keeps_comments_and_names_bad_keys(tmp_path):
     with pytest.raises(ConfigError, match="generated"):
         set_params(params, ["runs.x.seed=1"])
     assert params.read_text() == text  # nothing written
+
+
+def test_exp_show_drops_dependency_and_generated_columns_only():
+    """`fairdp exp show` keeps params and headline metrics, drops per-file deps and runs.yaml's per-run keys."""
+    import re
+
+    from fairdp_core.cli import EXP_SHOW_DROP
+
+    drop = re.compile(EXP_SHOW_DROP)
+    stages = yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"]
+    deps = {d if isinstance(d, str) else next(iter(d)) for s in stages.values() for d in (s.get("do", s).get("deps") or [])}
+    assert deps and all(drop.search(d) for d in deps)
+    assert all(drop.search(c) for c in ("runs.adult-lr-sgd-s0.seed", "designs.adult-s0.dataset", "runs.yaml:runs.x"))
+    metrics = json.loads((ROOT / "reports" / "metrics.json").read_text())
+    kept = ["seed", "profile", "train.lr", "audit.n_boot", "sweep.taus", "data.datasets.adult.group",
+            *(f"{cfg}.{k}" for cfg, v in metrics.items() for k in v)]
+    assert not [c for c in kept if drop.search(c)]
