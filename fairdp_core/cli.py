@@ -13,6 +13,7 @@
     fairdp train NAME                   train the bank and its signals, results/train/<name>/
     fairdp attack NAME                  every attack and its statistics, results/audit/<name>/
     fairdp audit NAME                   plan, train and attack one run
+    fairdp coverage [--studies N]       coverage of the audit's intervals by simulation, reports/coverage/
     fairdp report NOTEBOOK              run notebooks/<NOTEBOOK>.py with papermill, render reports/<NOTEBOOK>.html
     fairdp index                        write reports/index.html (main table) and reports/metrics.json
     fairdp paper-snapshot               keep the paper-profile Adult numbers for the index page
@@ -240,6 +241,14 @@ def _cmd_exp(args: argparse.Namespace) -> int:
     return exp_run(args.set or [], queue=args.queue, name=args.name, params=args.params, dvc_args=args.dvc_args)
 
 
+def _cmd_coverage(args: argparse.Namespace) -> int:
+    from .audit.simulate import coverage_study, write_coverage
+
+    df = coverage_study(args.studies, seed=args.seed)
+    print(write_coverage(df, args.out))
+    return 0
+
+
 def _cmd_report(args: argparse.Namespace) -> int:
     from .reporting import run_notebook
 
@@ -313,6 +322,11 @@ def main(argv: list[str] | None = None) -> int:
     r.set_defaults(func=_cmd_report)
     i = sub.add_parser("index", help="write reports/index.html and reports/metrics.json")
     i.set_defaults(func=_cmd_index)
+    cv = sub.add_parser("coverage", help="simulate the audit's intervals and tests (reports/coverage/)")
+    cv.add_argument("--studies", type=int, default=1000, help="simulated audits per cell")
+    cv.add_argument("--seed", type=int, default=20251010)
+    cv.add_argument("--out", default="reports/coverage")
+    cv.set_defaults(func=_cmd_coverage)
     ps = sub.add_parser("paper-snapshot", help="store the paper-profile Adult results for the index page")
     ps.add_argument("--wall-s", type=float, default=None, help="measured wall time of the paper-profile run")
     ps.set_defaults(func=_cmd_paper_snapshot)

@@ -154,10 +154,15 @@ class LooaConfig(_Strict):
 
 
 class AuditConfig(_Strict):
-    """The membership game: m audit records (≥ min(n_k, min_per_group) per group), R rounds (2R models);
-    statistics: bootstrap resamples, permutations, null permutations, CI level 1 − alpha."""
+    """The membership game: m audit records (≥ min(n_k, min_per_group) per group; ``all``: the whole training pool,
+    each model training on a stratified half of it, as the paper), R rounds (2R models); statistics: bootstrap
+    resamples, permutations, null permutations, CI level 1 − alpha."""
 
-    m: PositiveInt = 1000
+    def m_for(self, n: int) -> int:
+        """The number of audit records for a pool of n training records."""
+        return n if self.m == "all" else min(self.m, n)
+
+    m: PositiveInt | Literal["all"] = 1000  # "all": every training record is audited (the paper's m = n)
     R: Annotated[int, Field(ge=2)] = 4
     min_per_group: PositiveInt = 50
     n_boot: PositiveInt = 1000

@@ -72,15 +72,15 @@ def estimator_distributions(adv: dict[str, np.ndarray], null: dict[str, np.ndarr
 
 
 def delta_vs(df: pd.DataFrame, x: str, *, hue: str = "label", title: str = "") -> plt.Figure:
-    """Δ (pp, bias-corrected, with its CI) and accuracy against ``x`` (e.g. epsilon or tau), one line per ``hue``."""
+    """Δ (pp, plug-in, with its 95% interval) and accuracy against ``x`` (e.g. epsilon or tau), one line per ``hue``."""
     fig, axes = plt.subplots(1, 2, figsize=(10, 3.6))
     for h, g in df.groupby(hue, sort=False):
-        g = g.groupby(x, as_index=False).agg(delta=("delta_bc", "mean"), delta_lo=("delta_lo", "mean"),
+        g = g.groupby(x, as_index=False).agg(delta=("delta_pp", "mean"), delta_lo=("delta_lo", "mean"),
                                               delta_hi=("delta_hi", "mean"), accuracy=("accuracy", "mean"))
         err = np.clip([g["delta"] - g["delta_lo"], g["delta_hi"] - g["delta"]], 0, None)
         axes[0].errorbar(g[x], g["delta"], yerr=err, marker="o", capsize=3, label=str(h))
         axes[1].plot(g[x], 100 * g["accuracy"], marker="o", label=str(h))
-    axes[0].set(xlabel=x, ylabel="Δ (pp, bias-corrected)", title="disparity Δ (95% CI)")
+    axes[0].set(xlabel=x, ylabel="Δ (pp, plug-in)", title="disparity Δ (95% interval)")
     axes[1].set(xlabel=x, ylabel="test accuracy (%)", title="accuracy")
     if x == "epsilon":
         for ax in axes:
@@ -94,8 +94,8 @@ def delta_vs(df: pd.DataFrame, x: str, *, hue: str = "label", title: str = "") -
 def pareto(df: pd.DataFrame, *, title: str = "") -> plt.Figure:
     """Δ against accuracy for every configuration; the Pareto front (lower Δ, higher accuracy) joined."""
     fig, ax = plt.subplots(figsize=(6, 4))
-    sns.scatterplot(data=df, x="accuracy", y="delta_bc", hue="label", style="epsilon", ax=ax, s=60)
-    pts = df.sort_values("accuracy", ascending=False)[["accuracy", "delta_bc"]].to_numpy()
+    sns.scatterplot(data=df, x="accuracy", y="delta_pp", hue="label", style="epsilon", ax=ax, s=60)
+    pts = df.sort_values("accuracy", ascending=False)[["accuracy", "delta_pp"]].to_numpy()
     front, best = [], np.inf
     for acc, d in pts:
         if d < best:
@@ -104,7 +104,7 @@ def pareto(df: pd.DataFrame, *, title: str = "") -> plt.Figure:
     if front:
         f = np.array(front)
         ax.plot(f[:, 0], f[:, 1], color="black", lw=1, ls="--", label="Pareto front")
-    ax.set(xlabel="test accuracy", ylabel="Δ (pp, bias-corrected)", title=title)
+    ax.set(xlabel="test accuracy", ylabel="Δ (pp, plug-in)", title=title)
     ax.legend(fontsize=7, ncol=2)
     fig.tight_layout()
     return fig

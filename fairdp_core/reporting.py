@@ -13,10 +13,9 @@ import numpy as np
 import pandas as pd
 
 from .atomic import write_text as _atomic_write
-from .audit.stats import paired_seed_comparison
+from .audit.stats import paired_seed_comparison, seed_mean_interval
 from .config import ConfigError, Params
 from .results import ALGORITHM_LABELS, load_summaries, run_table
-from .seeding import derive_rng
 
 __all__ = [
     "NOTEBOOKS",
@@ -135,31 +134,56 @@ def _commit(base: Path) -> str:
         return "unknown"
 
 
-def _fmt_ci(m, lo, hi, digits=2):
-    if m is None or (isinstance(m, float) and np.isnan(m)):
-        return ""
-    return f"{m:.{digits}f} [{lo:.{digits}f}, {hi:.{digits}f}]"
-
-
 def _q_range(lo: float, hi: float) -> str:
     """q over a configuration's models: one value, or the range (σ was calibrated at the largest)."""
     return f"{hi:.4g}" if f"{lo:.4g}" == f"{hi:.4g}" else f"{lo:.4g}–{hi:.4g} (σ calibrated at the largest)"
 
 
+def _seed_stats(g: pd.DataFrame) -> pd.Series:
+    """One configuration over its seeds: means, SDs, the t interval of the mean Δ over seeds (≥ 2 seeds) or the one
+    bank's interval over records × model pairs (one seed), the null floor, the models-that-learn check."""
+    d = g["delta_pp"].to_numpy(float)
+    over = seed_mean_interval(d)
+    one = len(g) == 1
+    c = g["contrast_pp"].dropna().to_numpy(float)
+    cs = seed_mean_interval(c) if len(c) else None
+    acc = float(g["accuracy"].mean())
+    majority = float(g["majority_rate"].mean()) if g["majority_rate"].notna().any() else float("nan")
+    top = float(g["top_pred_share"].max()) if g["top_pred_share"].notna().any() else float("nan")
+    return pd.Series({
+        "seeds": int(g["seed"].nunique()), "accuracy": acc,
+        "accuracy_sd": float(g["accuracy"].std(ddof=1)) if not one else float("nan"),
+        "majority_rate": majority, "top_pred_share": top,
+        # degenerate: (almost) one predicted class, or no better than always predicting the majority class
+        "degenerate": bool(top >= 0.99 or acc <= majority + 0.005),
+        "delta_pp": over["mean"], "delta_sd": over["sd"] if over["sd"] is not None else float("nan"),
+        "delta_lo": float(g["delta_lo"].iloc[0]) if one else over["lo"],
+        "delta_hi": float(g["delta_hi"].iloc[0]) if one else over["hi"],
+        "interval": "bank (records × model pairs, simultaneous)" if one else f"mean over {len(g)} seeds (t)",
+        "null_floor_pp": float(g["null_floor_pp"].mean()),
+        "p_delta": float(g["p_delta"].iloc[0]) if one and g["p_delta"].notna().all() else float("nan"),
+        "contrast_pp": cs["mean"] if cs else float("nan"),
+        "contrast_lo": (float(g["contrast_lo"].iloc[0]) if one else cs["lo"]) if cs else float("nan"),
+        "contrast_hi": (float(g["contrast_hi"].iloc[0]) if one else cs["hi"]) if cs else float("nan"),
+        "sigma_g": g["sigma_g"].max(), "sigma_b": g["sigma_b"].max(), "q": g["q"].max(), "q_min": g["q_min"].min(),
+        "T": int(g["T"].max()), "delta": g["delta"].iloc[0], "accountant": g["accountant"].iloc[0],
+        "eps_spent": g["eps_spent"].max(), "guaranteed": bool(g["guaranteed"].all())})
+
+
 def main_table(params: Params, attack: str = "alooa_cross_fit") -> pd.DataFrame:
-    """Per dataset × model × ε × algorithm (grid runs): accuracy and Δ, mean over seeds with the mean CI bounds,
-    and the accounting (σ_g, σ_b, q, T, accountant, ε spent)."""
+    """Per dataset × model × ε × algorithm (grid runs): accuracy beside the majority-class rate with a degenerate
+    flag, Δ (mean over seeds; SD; interval), its null floor, the two-group contrast, and the accounting."""
     runs = {k: v.model_dump() for k, v in params.runs.items() if v.tau is None}
     df = run_table(load_summaries(params.resolve("results/audit"), runs), runs)
     df = df[df.attack == attack]
-    agg = df.groupby(["dataset", "model", "epsilon", "algorithm"], dropna=False, sort=False).agg(
-        seeds=("seed", "nunique"), accuracy=("accuracy", "mean"), accuracy_sd=("accuracy", "std"),
-        delta_pp=("delta_pp", "mean"), delta_bc=("delta_bc", "mean"), delta_lo=("delta_lo", "mean"),
-        delta_hi=("delta_hi", "mean"),
-        p_delta=("p_delta", "median"), sigma_g=("sigma_g", "max"), sigma_b=("sigma_b", "max"),
-        q=("q", "max"), q_min=("q_min", "min"), T=("T", "max"), delta=("delta", "first"), accountant=("accountant", "first"),
-        eps_spent=("eps_spent", "max"), guaranteed=("guaranteed", "all")).reset_index()
-    return agg
+    keys = ["dataset", "model", "epsilon", "algorithm"]
+    rows = [pd.concat([pd.Series(dict(zip(keys, k))), _seed_stats(g)])
+            for k, g in df.groupby(keys, dropna=False, sort=False)]
+    return pd.DataFrame(rows)
+
+
+def _num(x, digits=2, unit=""):
+    return "—" if x is None or (isinstance(x, float) and not np.isfinite(x)) else f"{x:.{digits}f}{unit}"
 
 
 def build_index(params: Params) -> Path:
@@ -176,33 +200,46 @@ def build_index(params: Params) -> Path:
         acct = ("no noise" if r.algorithm == "sgd" else
                 f"σ_g = {r.sigma_g:.4g}{sig_b}, q = {_q_range(r.q_min, r.q)}, T = {r['T']}, Poisson, {r.accountant.upper()}, "
                 f"δ = {r.delta:g}, ε spent = {spent} (max over the models)")
+        acc = f"{100 * r.accuracy:.1f}%" + ("" if r.seeds == 1 else f" ± {100 * r.accuracy_sd:.1f}")
+        flag = " <b title='degenerate: ≥ 99% of test predictions in one class, or no better than the majority class'>⚠ degenerate</b>" if r.degenerate else ""
+        sd = "— (one seed)" if r.seeds == 1 else _num(r.delta_sd)
+        contrast = ("n/a (more than two groups)" if not np.isfinite(r.contrast_pp) else
+                    f"{r.contrast_pp:+.2f} [{r.contrast_lo:+.2f}, {r.contrast_hi:+.2f}]")
         rows.append(f"<tr><td>{r.dataset}</td><td>{r.model}</td><td>{eps}</td><td>{ALGORITHM_LABELS[r.algorithm]}</td>"
-                    f"<td>{r.seeds}</td><td>{100 * r.accuracy:.2f}</td>"
-                    f"<td>{r.delta_pp:.2f}</td><td>{_fmt_ci(r.delta_bc, r.delta_lo, r.delta_hi)}</td><td>{r.p_delta:.3f}</td>"
-                    f"<td>{html.escape(acct)}</td></tr>")
+                    f"<td>{r.seeds}</td><td>{acc}{flag}</td><td>{_num(100 * r.majority_rate, 1, '%')}</td>"
+                    f"<td>{r.delta_pp:.2f}</td><td>{sd}</td><td>[{_num(r.delta_lo)}, {_num(r.delta_hi)}]</td>"
+                    f"<td>{r.null_floor_pp:.2f}</td><td>{contrast}</td><td>{_num(r.p_delta, 3)}</td>"
+                    f"<td style='font-size:11px'>{html.escape(acct)}</td></tr>")
     paper_html = _paper_comparison(params)
     links = "".join(f'<li><a href="{n}.html">{n.replace("_", " ")}</a></li>' for n in NOTEBOOKS)
     page = f"""<!doctype html><html><head><meta charset="utf-8"><title>fairdp results</title>
-<style>body{{font-family:sans-serif;max-width:1200px;margin:2em auto}}td,th{{border-bottom:1px solid #ddd;padding:3px 6px;font-size:13px}}table{{border-collapse:collapse}}</style></head><body>
+<style>body{{font-family:sans-serif;max-width:1300px;margin:2em auto}}td,th{{border-bottom:1px solid #ddd;padding:3px 6px;font-size:13px}}table{{border-collapse:collapse}}</style></head><body>
 <h1>fairdp: group privacy risk under DP-SGD and DP-SGD-S</h1>
 <p>Profile <b>{params.profile}</b>, built from commit <code>{html.escape(_commit(params.base_dir))}</code>.
 Audit: PA-ALOOA with the cross-fitted estimator, {params.audit.m} audit records, 2R = {2 * params.audit.R} models per
-configuration. Δ = max − min over groups of GPR (mean per-record advantage), in percentage points. A max − min is
-biased upward when groups are close, so beside the plug-in Δ we give the bootstrap bias-corrected Δ with its basic
-(reverse-percentile) 95% interval, clipped at 0 (records × model pairs resampled; means over seeds), and the
-permutation p-value of "Δ &gt; 0" (median over seeds).</p>
+configuration. GPR is a group's mean per-record advantage (the expected held-out TPR − FPR at this R, a lower
+estimate; the paper's in-sample estimator is an upper one). Δ = max − min over groups of GPR, in percentage points
+(pp). A max − min is biased upward when groups are close: read it beside its <b>null floor</b>, the mean Δ when the
+group labels are permuted among the audited records (same design and estimator). Intervals are 95%: with one seed,
+the bank's simultaneous interval over records × model pairs (Bonferroni over the pairs of groups); with several, the
+t interval of the mean over seeds. Their coverage was checked by simulation (reports/coverage/coverage.md). p: "some
+group differs" (Holm over the pairs of groups; one seed only). For two groups the signed contrast GPR(first group) −
+GPR(second) is given with its interval.</p>
 <ul>{links}</ul>
 <h2>Main results</h2>
-<table><tr><th>dataset</th><th>model</th><th>ε</th><th>algorithm</th><th>seeds</th><th>accuracy (%)</th>
-<th>Δ pp (plug-in)</th><th>Δ pp bias-corrected [95% CI]</th><th>p(Δ&gt;0)</th><th>accounting</th></tr>{''.join(rows)}</table>
+<table><caption>Accuracy (mean ± SD over seeds) beside the majority-class rate; Δ in pp with its SD over seeds,
+95% interval and null floor; the two-group contrast in pp [95% CI]; the accounting of every DP row.</caption>
+<tr><th>dataset</th><th>model</th><th>ε</th><th>algorithm</th><th>seeds</th><th>accuracy</th><th>majority class</th>
+<th>Δ pp</th><th>SD</th><th>95% interval</th><th>null floor pp</th><th>contrast pp [95% CI]</th><th>p</th>
+<th>accounting</th></tr>{''.join(rows)}</table>
 {paper_html}
 </body></html>"""
     out = params.resolve("reports") / "index.html"
     _atomic_write(out, page)
-    # The headline DVC metrics (what `dvc exp show` lists): accuracy and bias-corrected Δ per configuration. The
-    # whole table, intervals and accounting included, goes beside it as main_table.csv.
+    # The headline DVC metrics (what `dvc exp show` lists): accuracy and Δ per configuration. The whole table,
+    # intervals and accounting included, goes beside it as main_table.csv.
     metrics = {f"{r.dataset}-{r.model}-{r.algorithm}" + ("" if pd.isna(r.epsilon) else f"-e{r.epsilon:g}"):
-               {"accuracy": round(float(r.accuracy), 5), "delta_bc": round(float(r.delta_bc), 4)}
+               {"accuracy": round(float(r.accuracy), 5), "delta_pp": round(float(r.delta_pp), 4)}
                for _, r in agg.iterrows()}
     _atomic_write(params.resolve("reports") / "main_table.csv", agg.to_csv(index=False, float_format="%.6g"))
     _atomic_write(params.resolve("reports") / "metrics.json", json.dumps(metrics, indent=1) + "\n")
@@ -222,7 +259,7 @@ def _paper_comparison(params: Params) -> str:
         rows.append(f"<tr><td>{r['dataset']}</td><td>{r['model']}</td><td>{eps}</td>"
                     f"<td>{ALGORITHM_LABELS[r['algorithm']]}</td><td>{r['seeds']}</td>"
                     f"<td>{100 * r['accuracy']:.2f}</td><td>{r['delta_pp']:.2f}</td>"
-                    f"<td>{_fmt_ci(r['delta_bc'], r['delta_lo'], r['delta_hi'])}</td>"
+                    f"<td>[{_num(r['delta_lo'])}, {_num(r['delta_hi'])}]</td>"
                     f"<td>{r.get('delta_in_sample_pp', float('nan')):.2f}</td>"
                     f"<td>{ref.get('delta_pp', '')}</td><td>{'' if 'accuracy' not in ref else 100 * ref['accuracy']}</td></tr>")
     findings = []
@@ -233,7 +270,8 @@ def _paper_comparison(params: Params) -> str:
             if key in c:
                 d = c[key]
                 parts.append(f"{what} {scale * d['mean_diff']:+.2f} pp [{scale * d['lo']:+.2f}, {scale * d['hi']:+.2f}], "
-                             f"sign-flip p = {d['p_sign_flip']:.3f}")
+                             f"sign-flip p = {d['p_sign_flip']:.3f}"
+                             + (f" (the smallest p {d['n_seeds']} seeds allow: {d['p_min']:.3f})" if d.get("p_min") else ""))
         ref = PAPER_REPORTED.get((c["dataset"], c["model"], c["epsilon"]), {})
         paper = ""
         if "delta_pp" in ref.get("dpsgd", {}) and "delta_pp" in ref.get("dpsgd_s", {}):
@@ -241,10 +279,10 @@ def _paper_comparison(params: Params) -> str:
                      f"({ref['dpsgd_s']['delta_pp'] - ref['dpsgd']['delta_pp']:+.2f}).")
         n = next(iter(v["n_seeds"] for v in c.values() if isinstance(v, dict)))
         findings.append(f"<li>{c['dataset']} {c['model']}, ε = {c['epsilon']:g}, DP-SGD-S minus DP-SGD over {n} paired "
-                        f"seeds (95% bootstrap CI over seeds): {'; '.join(parts)}.{paper}</li>")
+                        f"seeds (95% t interval over seeds): {'; '.join(parts)}.{paper}</li>")
     return (f"<h2>Against the paper (paper profile: {html.escape(snap['note'])})</h2><table><tr><th>dataset</th>"
             "<th>model</th><th>ε</th><th>algorithm</th><th>seeds</th><th>accuracy (%)</th><th>Δ pp cross-fitted</th>"
-            "<th>bias-corrected [CI]</th><th>Δ pp in-sample (paper's estimator)</th>"
+            "<th>95% interval</th><th>Δ pp in-sample (paper's estimator)</th>"
             f"<th>paper Δ pp</th><th>paper accuracy (%)</th></tr>{''.join(rows)}</table>"
             "<p>The in-sample estimator is the paper's. Under no leakage its per-record advantage is biased upward by "
             "about 5.9 pp at R = 200, the same for every group, so the bias mostly cancels in Δ but not in the GPRs; "
@@ -263,9 +301,8 @@ def paper_snapshot(params: Params, *, wall_s: float | None = None) -> Path:
     for _, r in agg.iterrows():
         rows.append({"dataset": r.dataset, "model": r.model, "algorithm": r.algorithm,
                      "epsilon": None if pd.isna(r.epsilon) else float(r.epsilon), "seeds": int(r.seeds),
-                     "accuracy": float(r.accuracy), "delta_pp": float(r.delta_pp), "delta_bc": float(r.delta_bc),
-                     "delta_lo": float(r.delta_lo),
-                     "delta_hi": float(r.delta_hi),
+                     "accuracy": float(r.accuracy), "delta_pp": float(r.delta_pp),
+                     "delta_lo": float(r.delta_lo), "delta_hi": float(r.delta_hi),
                      "delta_in_sample_pp": float(ins.loc[(r.dataset, r.model, r.epsilon, r.algorithm), "delta_pp"]),
                      "eps_spent": None if not np.isfinite(r.eps_spent) else float(r.eps_spent)})
     note = (f"2R = {2 * params.audit.R}, {params.train.epochs:g} epochs, batch {params.train.batch_size}, "
@@ -278,7 +315,8 @@ def paper_snapshot(params: Params, *, wall_s: float | None = None) -> Path:
 
 def _paired_dpsgd_s(params: Params) -> list[dict]:
     """Per dataset × model × ε: DP-SGD-S minus DP-SGD over the same seeds (same designs and streams), for Δ by both
-    estimators and for accuracy: mean difference, paired bootstrap CI over seeds, exact sign-flip p-value."""
+    estimators and for accuracy: mean difference, t interval over seeds, exact sign-flip p-value and the smallest p
+    the seed count allows."""
     runs = {k: v.model_dump() for k, v in params.runs.items() if v.tau is None}
     df = run_table(load_summaries(params.resolve("results/audit"), runs), runs)
     df = df[df.algorithm.isin(["dpsgd", "dpsgd_s"])]
@@ -291,8 +329,7 @@ def _paired_dpsgd_s(params: Params) -> list[dict]:
             w = g[g.attack == attack].pivot(index="seed", columns="algorithm", values=col).dropna()
             if set(w.columns) != {"dpsgd", "dpsgd_s"} or len(w) < 2:
                 continue
-            rng = derive_rng(params.seed, "paper-paired", ds, model, f"{eps:g}", key)
-            row[key] = paired_seed_comparison(w["dpsgd_s"].to_numpy(), w["dpsgd"].to_numpy(), rng=rng)
+            row[key] = paired_seed_comparison(w["dpsgd_s"].to_numpy(), w["dpsgd"].to_numpy())
         if len(row) > 3:
             out.append(row)
     return out

@@ -26,8 +26,9 @@ def load_summaries(results_dir: str | Path, runs: dict[str, dict]) -> dict[str, 
 
 
 def run_table(summaries: dict[str, dict], runs: dict[str, dict]) -> pd.DataFrame:
-    """One row per run × attack: accuracy, accounting (σ, q range, T, accountant, ε spent: the maximum over the
-    bank's models), Δ with CI and p-value."""
+    """One row per run × attack: accuracy and the majority-class rate, accounting (σ, q range, T, accountant, ε
+    spent: the maximum over the bank's models), Δ with its interval over records × model pairs, its null floor, the
+    two-group contrast, p-values."""
     rows = []
     for name, s in summaries.items():
         r, acct = runs[name], s["accounting"]
@@ -36,8 +37,13 @@ def run_table(summaries: dict[str, dict], runs: dict[str, dict]) -> pd.DataFrame
                 "run": name, "dataset": r["dataset"], "model": r["model"], "algorithm": r["algorithm"],
                 "label": ALGORITHM_LABELS[r["algorithm"]], "epsilon": r["epsilon"], "seed": r["seed"],
                 "tau": r.get("tau"), "gamma": r.get("gamma"), "attack": attack,
-                "accuracy": s["accuracy"]["mean"], "delta_pp": a["delta_pp"], "delta_lo": a["delta_lo"],
-                "delta_hi": a["delta_hi"], "delta_bc": a.get("delta_bias_corrected"), "p_delta": a["p_delta_gt_0"],
+                "accuracy": s["accuracy"]["mean"], "majority_rate": s["accuracy"].get("majority_class_rate"),
+                "top_pred_share": s["accuracy"].get("largest_predicted_class_share"),
+                "delta_pp": a["delta_pp"], "delta_lo": a["delta_lo"], "delta_hi": a["delta_hi"],
+                "null_floor_pp": a.get("null_floor_pp"), "p_delta": a["p_delta_gt_0"], "p_perm": a.get("p_perm"),
+                "contrast_pp": (a.get("contrast") or {}).get("diff_pp"),
+                "contrast_lo": (a.get("contrast") or {}).get("lo_pp"),
+                "contrast_hi": (a.get("contrast") or {}).get("hi_pp"),
                 "sigma_g": acct["sigma_g"], "sigma_b": acct["sigma_b"], "sigma_eff": acct["sigma_eff"],
                 "q": acct["sample_rate"], "q_min": acct.get("sample_rate_range", [acct["sample_rate"]])[0],
                 "T": acct["steps"], "delta": acct["delta"], "accountant": acct["accountant"],

@@ -56,8 +56,8 @@ else:
                  & (runs_df.attack == "alooa_cross_fit") & runs_df.algorithm.isin(["dpsgd", "dpsgd_s"])].copy()
     sw = sw[(sw.algorithm == "dpsgd") | sw.tau.notna()]
     sw["setting"] = np.where(sw.algorithm == "dpsgd", "DP-SGD", "DP-SGD-S τ=" + sw.tau.astype(str) + " γ=" + sw.gamma.astype(str))
-    table(sw[["setting", "epsilon", "seed", "accuracy", "delta_pp", "delta_bc", "delta_lo", "delta_hi", "p_delta", "sigma_g", "sigma_b", "q", "T", "eps_spent"]])
-    sw[["setting", "epsilon", "tau", "gamma", "accuracy", "delta_pp", "delta_bc", "delta_lo", "delta_hi"]].to_csv(Path(figures_dir) / "sweep.csv", index=False)
+    table(sw[["setting", "epsilon", "seed", "accuracy", "delta_pp", "null_floor_pp", "delta_lo", "delta_hi", "p_delta", "sigma_g", "sigma_b", "q", "T", "eps_spent"]])
+    sw[["setting", "epsilon", "tau", "gamma", "accuracy", "delta_pp", "null_floor_pp", "delta_lo", "delta_hi"]].to_csv(Path(figures_dir) / "sweep.csv", index=False)
 
 # %% [markdown]
 # ## Against ε
@@ -94,13 +94,13 @@ if len(sw):
              "lowest of several noisy estimates). To select, use seeds disjoint from the ones reported and report a "
              "fresh run.", ""]
     for eps, g in sw.groupby("epsilon"):
-        base = g[g.algorithm == "dpsgd"]["delta_bc"].mean()
-        per = g[g.algorithm == "dpsgd_s"].groupby("setting")[["delta_bc", "accuracy"]].mean()
-        lines.append(f"- ε = {eps:g}: DP-SGD Δ = {base:.2f} pp (bias-corrected); DP-SGD-S: "
-                     + "; ".join(f"{k} {r.delta_bc:.2f} pp ({100 * r.accuracy:.2f}%)" for k, r in per.iterrows()) + ".")
+        base = g[g.algorithm == "dpsgd"]["delta_pp"].mean()
+        per = g[g.algorithm == "dpsgd_s"].groupby("setting")[["delta_pp", "accuracy"]].mean()
+        lines.append(f"- ε = {eps:g}: DP-SGD Δ = {base:.2f} pp (plug-in); DP-SGD-S: "
+                     + "; ".join(f"{k} {r.delta_pp:.2f} pp ({100 * r.accuracy:.2f}%)" for k, r in per.iterrows()) + ".")
     display(Markdown("\n".join(lines)))
     rh.write_metrics(metrics_path, {f"e{e:g}-" + ("dpsgd" if k == "DP-SGD" else k.replace("DP-SGD-S ", "").replace(" ", "-")): float(v)
-               for e, g in sw.groupby("epsilon") for k, v in g.groupby("setting")["delta_bc"].mean().items()},
+               for e, g in sw.groupby("epsilon") for k, v in g.groupby("setting")["delta_pp"].mean().items()},
               )
 else:
     rh.write_metrics(metrics_path, {})

@@ -92,9 +92,10 @@ def test_lira_online_matches_slow_reference():
     mem[1::2] = False
     got = lira_scores(phi, mem, mode="online", fix_variance=False)
     off = lira_scores(phi, mem, mode="offline", fix_variance=False)
+    folds = pair_folds(M)
     for j in range(M):
         for i in range(m):
-            others = np.arange(M) != j
+            others = folds != folds[j]  # the other fold's models: never j, and not chosen by j's label
             xin, xout = phi[others & mem[:, i], i], phi[others & ~mem[:, i], i]
             mi, si = xin.mean(), max(xin.std(), 1e-3)
             mo, so = xout.mean(), max(xout.std(), 1e-3)
@@ -181,10 +182,12 @@ def test_permutation_pvalue_rejects_real_gap_and_not_a_null_one():
 
 
 def test_paired_seed_comparison_exact_sign_flip():
-    r = paired_seed_comparison(np.array([3.0, 3.5, 2.9, 3.2, 3.1]), np.array([2.0, 2.1, 2.2, 2.0, 2.4]),
-                               rng=np.random.default_rng(0))
+    r = paired_seed_comparison(np.array([3.0, 3.5, 2.9, 3.2, 3.1]), np.array([2.0, 2.1, 2.2, 2.0, 2.4]))
     assert r["p_sign_flip"] == pytest.approx(2 / 32)  # all five differences positive: 2 of 32 flips as extreme
+    assert r["p_min"] == pytest.approx(2 / 32)  # five seeds cannot give less
     assert r["lo"] > 0 and r["mean_diff"] == pytest.approx(1.0)
+    # hand-computed t interval: d = [1, 1.4, 0.7, 1.2, 0.7], sd 0.3082, t(0.975, 4) = 2.7764
+    assert r["hi"] - r["lo"] == pytest.approx(2 * 2.7764 * 0.30822 / 5 ** 0.5, rel=1e-3)
 
 
 def test_bootstrap_coverage_on_simulated_population():

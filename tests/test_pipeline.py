@@ -171,8 +171,14 @@ def test_audit_command_writes_every_artifact_atomically(law_smoke, monkeypatch, 
     acct = s["accounting"]
     assert acct["epsilon"] <= 10 and acct["accountant"] == "rdp" and acct["sampling"] == "poisson"
     assert {"sigma_g", "sample_rate", "steps", "delta"} <= set(acct)
-    for a in s["attacks"].values():
-        assert a["delta_lo"] <= a["delta_hi"] and 0 < a["p_delta_gt_0"] <= 1
+    for name_, a in s["attacks"].items():
+        assert 0 < a["p_perm"] <= 1 and a["null_floor_pp"] >= 0
+        if name_ in ("alooa_in_sample", "alooa_null_corrected"):  # point estimates: no coverage-checked interval
+            assert a["delta_lo"] is None and a["p_delta_gt_0"] is None and a["interval"] is None
+        else:
+            assert a["delta_lo"] <= a["delta_pp"] <= a["delta_hi"] and 0 < a["p_delta_gt_0"] <= 1
+            c = a["contrast"]  # two groups: the signed contrast with its interval
+            assert c["lo_pp"] <= c["diff_pp"] <= c["hi_pp"] and abs(c["diff_pp"]) == pytest.approx(a["delta_pp"])
     assert set(s["low_fpr"]) == {"White", "non-White"}
 
     import fairdp_core.stages.attack as attack_mod
@@ -180,7 +186,7 @@ def test_audit_command_writes_every_artifact_atomically(law_smoke, monkeypatch, 
     def boom(*a, **k):
         raise KeyboardInterrupt("killed mid-stage")
 
-    monkeypatch.setattr(attack_mod, "permutation_pvalue", boom)
+    monkeypatch.setattr(attack_mod, "studentized_permutation_pvalue", boom)
     name2 = "law-lr-dpsgd_s-e10-s0"
     with pytest.raises(KeyboardInterrupt):
         cli_main(["audit", name2, "--quiet"])
@@ -258,8 +264,7 @@ def test_paper_snapshot_and_index_comparison(project):
     base = {"sgd": 5.0, "dpsgd": 1.0, "dpsgd_s": 0.5}
     for name, run in params.runs.items():
         d = base[run.algorithm] + 0.1 * run.seed
-        attack = {"delta_pp": d, "delta_lo": d - 1, "delta_hi": d + 1, "delta_bias_corrected": d - 0.2,
-                  "p_delta_gt_0": 0.5}
+        attack = {"delta_pp": d, "delta_lo": d - 1, "delta_hi": d + 1, "null_floor_pp": 0.3, "p_delta_gt_0": 0.5}
         summary = {
             "accuracy": {"mean": 0.80 + 0.01 * run.seed - (0.005 if run.algorithm == "dpsgd_s" else 0.0)},
             "attacks": {"alooa_cross_fit": attack, "alooa_in_sample": {**attack, "delta_pp": d + 6}},
@@ -277,7 +282,11 @@ def test_paper_snapshot_and_index_comparison(project):
     assert set(rows) == {("sgd", None), ("dpsgd", 1.0), ("dpsgd", 10.0), ("dpsgd_s", 1.0), ("dpsgd_s", 10.0)}
     r = rows["dpsgd", 10.0]
     assert r["seeds"] == 5 and r["delta_pp"] == pytest.approx(1.2) and r["delta_in_sample_pp"] == pytest.approx(7.2)
-    assert r["accuracy"] == pytest.approx(0.82) and r["delta_bc"] == pytest.approx(1.0)
+    assert r["accuracy"] == pytest.approx(0.82)
+    # five seeds: the t interval of the mean over seeds (Δ = 1.0 … 1.4, SD 0.1581, t(0.975, 4) = 2.7764), not the
+    # mean of the banks' bounds (0.2 … 2.2)
+    assert r["delta_lo"] == pytest.approx(1.2 - 2.7764 * 0.15811 / 5 ** 0.5, rel=1e-4)
+    assert r["delta_hi"] == pytest.approx(1.2 + 2.7764 * 0.15811 / 5 ** 0.5, rel=1e-4)
     paired = {c["epsilon"]: c for c in snap["paired"]}
     assert set(paired) == {1.0, 10.0}
     for key, diff in (("delta_pp", -0.5), ("delta_in_sample_pp", -0.5), ("accuracy", -0.005)):

@@ -5,12 +5,15 @@ from __future__ import annotations
 import importlib
 
 _FROM = {
-    "attacks": ("ESTIMATORS", "cross_fit_advantage", "ga_advantage", "gba_advantage", "in_sample_advantage",
-                "lira_scores", "null_corrected_advantage", "record_advantage"),
+    "attacks": ("ESTIMATORS", "cross_fit_advantage", "ga_advantage", "ga_predictions", "gba_advantage",
+                "gba_predictions", "in_sample_advantage", "lira_scores", "null_corrected_advantage", "record_advantage"),
     "signals": ("logit_confidence",),
+    "simulate": ("coverage_study", "simulate_audit", "true_gpr"),
     "design": ("AuditDesign", "LooaDesign", "audit_design", "looa_design"),
+    "inference": ("cross_fit_contributions", "group_inference", "prediction_contributions",
+                  "studentized_permutation_pvalue"),
     "stats": ("bootstrap_gpr", "clopper_pearson", "delta_pp", "epsilon_lb_from_counts", "epsilon_lower_bound", "gpr",
-              "paired_seed_comparison", "permutation_pvalue", "tpr_at_fpr"),
+              "paired_seed_comparison", "permutation_pvalue", "seed_mean_interval", "tpr_at_fpr"),
 }
 _NAMES = {name: mod for mod, names in _FROM.items() for name in names}
 

@@ -21,7 +21,9 @@ __all__ = [
     "pair_folds",
     "cross_fit_advantage",
     "ga_advantage",
+    "ga_predictions",
     "gba_advantage",
+    "gba_predictions",
     "in_sample_advantage",
     "lira_scores",
     "logit_confidence",
@@ -150,54 +152,74 @@ def _advantage_of_predictions(pred: np.ndarray, membership: np.ndarray) -> np.nd
     return (pred & lab).sum(0) / np.maximum(lab.sum(0), 1) - (pred & ~lab).sum(0) / np.maximum((~lab).sum(0), 1)
 
 
+def ga_predictions(scores: np.ndarray, membership: np.ndarray) -> np.ndarray:
+    """PA-GA's "IN" predictions [M, m]: one best-accuracy threshold per model over all audit records."""
+    thr = _row_thresholds(scores, membership)
+    return scores >= thr[:, None]
+
+
 def ga_advantage(scores: np.ndarray, membership: np.ndarray) -> np.ndarray:
     """PA-GA: one best-accuracy threshold per model over all audit records; per record, TPR − FPR over models."""
-    thr = _row_thresholds(scores, membership)
-    return _advantage_of_predictions(scores >= thr[:, None], membership)
+    return _advantage_of_predictions(ga_predictions(scores, membership), membership)
 
 
-def gba_advantage(scores: np.ndarray, membership: np.ndarray, group: np.ndarray) -> np.ndarray:
-    """PA-GBA: as PA-GA with one threshold per model and group. ``group`` [m]."""
+def gba_predictions(scores: np.ndarray, membership: np.ndarray, group: np.ndarray) -> np.ndarray:
+    """PA-GBA's predictions [M, m]: one threshold per model and group (fitted on that group's records, so a small
+    group's threshold overfits it: compare PA-GBA's Δ with its null floor, never rank attacks by plug-in Δ)."""
     pred = np.zeros(scores.shape, dtype=bool)
     for k in np.unique(group):
         cols = group == k
         thr = _row_thresholds(scores[:, cols], membership[:, cols])
         pred[:, cols] = scores[:, cols] >= thr[:, None]
-    return _advantage_of_predictions(pred, membership)
+    return pred
+
+
+def gba_advantage(scores: np.ndarray, membership: np.ndarray, group: np.ndarray) -> np.ndarray:
+    """PA-GBA: as PA-GA with one threshold per model and group. ``group`` [m]."""
+    return _advantage_of_predictions(gba_predictions(scores, membership, group), membership)
 
 
 def lira_scores(phi: np.ndarray, membership: np.ndarray, *, mode: Literal["online", "offline"] = "online",
-                fix_variance: bool | None = None, min_std: float = 1e-3) -> np.ndarray:
-    """LiRA (Carlini et al. 2022, arXiv 2112.03570, Alg. 1) on a model bank, leave-one-model-out, [M, m].
+                fix_variance: bool | None = None, min_std: float = 1e-3, folds: np.ndarray | None = None) -> np.ndarray:
+    """LiRA (Carlini et al. 2022, arXiv 2112.03570, Alg. 1) on a model bank, [M, m].
 
-    For model j and record i, the IN and OUT Gaussians of φ are fitted on the OTHER models (the shadow models
-    of target j). Online: log N(φ; μ_in, σ_in²) − log N(φ; μ_out, σ_out²); offline: (φ − μ_out) / σ_out (the
-    one-sided test). ``fix_variance``: one variance per side pooled over records (Carlini et al. recommend it
-    for few shadow models); default: when fewer than 64 models.
+    For a model j and record i, the IN and OUT Gaussians of φ are fitted on the models of the OTHER fold (model
+    pairs alternate between two folds, :func:`pair_folds`): the shadow models of j never include j, and which
+    models they are does not depend on j's own label. (Fitting on "every model but j" does: with j IN the IN
+    Gaussian has R − 1 shadows and the OUT one R, and the reverse with j OUT, which under no leakage gives IN
+    models systematically lower online scores, a spurious negative advantage.) Online: log N(φ; μ_in, σ_in²) −
+    log N(φ; μ_out, σ_out²); offline: (φ − μ_out) / σ_out (the one-sided test). ``fix_variance``: one variance per
+    side pooled over records (Carlini et al. recommend it for few shadow models); default: when fewer than 64
+    models.
     """
     phi = np.asarray(phi, dtype=np.float64)
     lab = np.asarray(membership, dtype=bool)
     M = phi.shape[0]
+    folds = pair_folds(M) if folds is None else np.asarray(folds)
     if fix_variance is None:
         fix_variance = M < 64
 
-    def loo_stats(mask):
-        cnt = mask.sum(0, keepdims=True) - mask  # others' count, [M, m]
-        s1 = (phi * mask).sum(0, keepdims=True) - phi * mask
-        s2 = (phi ** 2 * mask).sum(0, keepdims=True) - phi ** 2 * mask
-        mu = s1 / np.maximum(cnt, 1)
-        var = s2 / np.maximum(cnt, 1) - mu ** 2
+    def fit(rows, mask):
+        x, k = phi[rows], mask[rows]
+        cnt = k.sum(0)
+        mu = (x * k).sum(0) / np.maximum(cnt, 1)
+        var = ((x - mu) ** 2 * k).sum(0) / np.maximum(cnt, 1)  # np.std's, as Carlini et al.'s code
         if fix_variance:
-            var = np.broadcast_to(np.nanmean(np.where(cnt > 1, var * cnt / np.maximum(cnt - 1, 1), np.nan)),
-                                  var.shape)
+            var = np.full_like(var, np.mean(var[cnt > 1]) if (cnt > 1).any() else min_std ** 2)
         return mu, np.sqrt(np.maximum(var, min_std ** 2))
-
-    mu_out, sd_out = loo_stats(~lab)
-    if mode == "offline":
-        return (phi - mu_out) / sd_out
-    mu_in, sd_in = loo_stats(lab)
 
     def logpdf(x, mu, sd):
         return -0.5 * ((x - mu) / sd) ** 2 - np.log(sd)
 
-    return logpdf(phi, mu_in, sd_in) - logpdf(phi, mu_out, sd_out)
+    out = np.empty_like(phi)
+    for f in np.unique(folds):
+        target, shadow = folds == f, folds != f
+        if shadow.sum() < 2:
+            raise ValueError("LiRA needs at least two model pairs (two folds)")
+        mu_out, sd_out = fit(shadow, ~lab)
+        if mode == "offline":
+            out[target] = (phi[target] - mu_out) / sd_out
+            continue
+        mu_in, sd_in = fit(shadow, lab)
+        out[target] = logpdf(phi[target], mu_in, sd_in) - logpdf(phi[target], mu_out, sd_out)
+    return out

@@ -22,13 +22,18 @@ __all__ = [
     "clopper_pearson",
     "delta_pp",
     "epsilon_lb_from_counts",
+    "effective_n",
     "epsilon_lower_bound",
     "gpr",
+    "holm",
+    "leveling_split",
     "pair_folds",
     "paired_group_difference",
     "paired_seed_comparison",
     "permutation_pvalue",
+    "seed_mean_interval",
     "tpr_at_fpr",
+    "tpr_at_fpr_clustered",
 ]
 
 
@@ -82,10 +87,60 @@ def tpr_at_fpr(s_in: np.ndarray, s_out: np.ndarray, fpr: float, *, alpha: float 
             "threshold": float(cut if np.isfinite(cut) else thr), "n_in": len(s_in), "n_out": len(s_out)}
 
 
+def effective_n(hits: np.ndarray, cells: np.ndarray) -> float:
+    """The effective number of independent trials behind the rate of ``hits`` over ``cells`` ([M, m] bool): the
+    (model, record) cells of an audit are correlated within a model and within a record, so the rate's variance is
+    estimated as a crossed design (models × records, V_models + V_records − V_cells, Owen 2007) and n_eff =
+    p(1 − p) / V (Kish's design effect). Equals the number of cells when they behave as independent trials."""
+    cells = np.asarray(cells, bool)
+    x = np.where(cells, np.asarray(hits, float), 0.0)
+    N = int(cells.sum())
+    if N == 0:
+        return 0.0
+    p = x.sum() / N
+    if p <= 0 or p >= 1:
+        return float(N)
+    def part(axis):
+        n = cells.sum(axis)
+        r = x.sum(axis)[n > 0] / n[n > 0]
+        return float(r.var(ddof=1) / len(r)) if len(r) > 1 else 0.0
+    v_cell = p * (1 - p) / N
+    v = max(part(1) + part(0) - v_cell, v_cell)
+    return float(min(N, p * (1 - p) / v))
+
+
+def _cp_eff(hits: np.ndarray, cells: np.ndarray, alpha: float) -> tuple[float, float, float]:
+    """(rate, lo, hi): Clopper–Pearson on the effective number of trials (:func:`effective_n`)."""
+    N = int(np.asarray(cells, bool).sum())
+    k = int(np.asarray(hits, bool)[np.asarray(cells, bool)].sum())
+    n_eff = effective_n(hits, cells)
+    p = k / max(N, 1)
+    lo, hi = clopper_pearson(p * n_eff, n_eff, alpha)
+    return p, float(lo), float(hi)
+
+
+def tpr_at_fpr_clustered(scores: np.ndarray, membership: np.ndarray, fpr: float, *,
+                         alpha: float = 0.05) -> dict[str, float]:
+    """TPR at the threshold where at most ``fpr`` of the OUT (model, record) cells score above it, [M, m] inputs,
+    with a Clopper–Pearson interval on the effective number of IN cells (model and record correlation)."""
+    mem = np.asarray(membership, bool)
+    s_out = np.sort(scores[~mem])[::-1]
+    k_allowed = int(math.floor(fpr * len(s_out)))
+    cut = s_out[k_allowed] if k_allowed < len(s_out) else -np.inf
+    pred = scores > cut
+    tpr, lo, hi = _cp_eff(pred, mem, alpha)
+    return {"tpr": tpr, "tpr_lo": lo, "tpr_hi": hi, "fpr": float(pred[~mem].mean()) if (~mem).any() else 0.0,
+            "threshold": float(cut), "n_in": int(mem.sum()), "n_in_eff": effective_n(pred, mem),
+            "n_out": int((~mem).sum())}
+
+
 def epsilon_lower_bound(scores: np.ndarray, membership: np.ndarray, folds: np.ndarray, *, delta: float,
                         alpha: float = 0.05, n_thresholds: int = 64) -> dict[str, float]:
     """Empirical ε lower bound: threshold chosen on models of fold 0 (maximising the bound there), counts
-    evaluated on fold 1's models. ``scores``/``membership`` [M, m] (pooled over the records given)."""
+    evaluated on fold 1's models. ``scores``/``membership`` [M, m] (pooled over the records given).
+
+    The Clopper–Pearson bounds use the effective numbers of IN and OUT cells (:func:`effective_n`): the cells of
+    one model, or of one record, are not independent trials."""
     sel, ev = folds == 0, folds == 1
     s_in, s_out = scores[sel][membership[sel]], scores[sel][~membership[sel]]
     cand = np.unique(np.quantile(np.concatenate([s_in, s_out]), np.linspace(0.5, 1.0, n_thresholds)))
@@ -95,10 +150,51 @@ def epsilon_lower_bound(scores: np.ndarray, membership: np.ndarray, folds: np.nd
                                    alpha=alpha, delta=delta)
         if e > best:
             best, best_t = e, t
-    e_in, e_out = scores[ev][membership[ev]], scores[ev][~membership[ev]]
-    tp, fp = int((e_in >= best_t).sum()), int((e_out >= best_t).sum())
-    return {"eps_lb": epsilon_lb_from_counts(tp, len(e_in), fp, len(e_out), alpha=alpha, delta=delta),
-            "threshold": float(best_t), "tp": tp, "n_in": len(e_in), "fp": fp, "n_out": len(e_out)}
+    S, mem = scores[ev], np.asarray(membership[ev], bool)
+    pred = S >= best_t
+    n_in, n_out = effective_n(pred, mem), effective_n(pred, ~mem)
+    tpr, fpr = pred[mem].mean(), pred[~mem].mean()
+    return {"eps_lb": epsilon_lb_from_counts(tpr * n_in, n_in, fpr * n_out, n_out, alpha=alpha, delta=delta),
+            "threshold": float(best_t), "tp": int(pred[mem].sum()), "n_in": int(mem.sum()), "n_in_eff": n_in,
+            "fp": int(pred[~mem].sum()), "n_out": int((~mem).sum()), "n_out_eff": n_out}
+
+
+def holm(pvalues) -> np.ndarray:
+    """Holm's step-down adjustment of a family of p-values (NaN stays NaN): controls the family-wise error rate."""
+    p = np.asarray(pvalues, float)
+    out = np.full(p.shape, np.nan)
+    ok = np.flatnonzero(~np.isnan(p))
+    order = ok[np.argsort(p[ok], kind="stable")]
+    running = 0.0
+    for rank, i in enumerate(order):
+        running = max(running, min(1.0, (len(order) - rank) * p[i]))
+        out[i] = running
+    return out
+
+
+def seed_mean_interval(estimates: np.ndarray, *, alpha: float = 0.05) -> dict[str, float]:
+    """Over seeds: the mean of the per-seed estimates with its t interval (S − 1 df; SD over seeds), and the exact
+    two-sided sign-flip p-value of "mean 0" with the smallest p attainable with S seeds (2 / 2^S): below S = 6 no
+    seed count can reach p < 0.05. One seed: the estimate, no interval, p None."""
+    d = np.asarray(estimates, float)
+    d = d[~np.isnan(d)]
+    S = len(d)
+    if S == 0:
+        return {"mean": float("nan"), "sd": None, "lo": None, "hi": None, "p_sign_flip": None, "p_min": None,
+                "n_seeds": 0}
+    if S == 1:
+        return {"mean": float(d[0]), "sd": None, "lo": None, "hi": None, "p_sign_flip": None, "p_min": None,
+                "n_seeds": 1}
+    sd = float(d.std(ddof=1))
+    h = float(stats.t.ppf(1 - alpha / 2, S - 1)) * sd / math.sqrt(S)
+    if S <= 16:
+        flips = np.array(list(itertools.product([1, -1], repeat=S)))
+        null = np.abs((flips * d).mean(1))
+        p = float((null >= abs(d.mean()) - 1e-12).mean())
+    else:
+        p = float(stats.ttest_1samp(d, 0.0).pvalue)
+    return {"mean": float(d.mean()), "sd": sd, "lo": float(d.mean() - h), "hi": float(d.mean() + h),
+            "p_sign_flip": p, "p_min": 2.0 / 2 ** S if S <= 16 else None, "n_seeds": S}
 
 
 PerRecord = Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray]
@@ -153,22 +249,36 @@ def permutation_pvalue(advantage: np.ndarray, group: np.ndarray, n_groups: int, 
     return (1 + hits) / (1 + n_perm)
 
 
-def paired_seed_comparison(a: np.ndarray, b: np.ndarray, *, rng: np.random.Generator, n_boot: int = 10000,
-                           level: float = 0.95) -> dict[str, float]:
-    """Compare two algorithms' Δ over the same seeds: mean of a − b, paired bootstrap CI over seeds, and the
-    exact sign-flip p-value (two-sided) of "no difference"."""
-    d = np.asarray(a, float) - np.asarray(b, float)
-    S = len(d)
-    boots = d[rng.integers(0, S, size=(n_boot, S))].mean(1)
-    if S <= 16:
-        flips = np.array(list(itertools.product([1, -1], repeat=S)))
-    else:
-        flips = rng.choice([1, -1], size=(20000, S))
-    null = np.abs((flips * d).mean(1))
-    p = float((null >= abs(d.mean()) - 1e-12).mean())
-    q = (1 - level) / 2
-    return {"mean_diff": float(d.mean()), "lo": float(np.quantile(boots, q)), "hi": float(np.quantile(boots, 1 - q)),
-            "p_sign_flip": p, "n_seeds": S}
+def paired_seed_comparison(a: np.ndarray, b: np.ndarray, *, alpha: float = 0.05) -> dict[str, float]:
+    """Compare two algorithms over the same seeds (same designs and streams): the mean of the per-seed differences
+    a − b with its t interval over seeds, and the exact sign-flip p-value (two-sided) of "no difference", with the
+    smallest p the seed count allows (:func:`seed_mean_interval`)."""
+    r = seed_mean_interval(np.asarray(a, float) - np.asarray(b, float), alpha=alpha)
+    return {"mean_diff": r["mean"], "sd": r["sd"], "lo": r["lo"], "hi": r["hi"], "p_sign_flip": r["p_sign_flip"],
+            "p_min": r["p_min"], "n_seeds": r["n_seeds"]}
+
+
+def leveling_split(adv_a: np.ndarray, adv_b: np.ndarray, group: np.ndarray, n_groups: int, *,
+                   rng: np.random.Generator, n_boot: int = 1000, level: float = 0.95) -> pd.DataFrame:
+    """Leveling up or down without regression to the mean: the audit records are split in two halves (stratified
+    by group); the riskiest and safest groups under algorithm a are picked on the first half, and every group's
+    change GPR_k(b) − GPR_k(a) is measured on the second (``paired_group_difference``). Picking and measuring on the
+    same records would show the riskiest group "improving" even between two identical algorithms."""
+    group = np.asarray(group)
+    first = np.zeros(len(group), dtype=bool)
+    for k in range(n_groups):
+        idx = rng.permutation(np.flatnonzero(group == k))
+        first[idx[: len(idx) // 2]] = True
+    pick = gpr(np.asarray(adv_a, float)[first], group[first], n_groups)
+    out = paired_group_difference(np.asarray(adv_a)[~first], np.asarray(adv_b)[~first], group[~first], n_groups,
+                                  rng=rng, n_boot=n_boot, level=level)
+    out["gpr_a_pick"] = pick[out["group"].to_numpy()]
+    valid = out["gpr_a_pick"].notna()
+    out["role"] = ""
+    if valid.any():
+        out.loc[out.loc[valid, "gpr_a_pick"].idxmax(), "role"] = "riskiest"
+        out.loc[out.loc[valid, "gpr_a_pick"].idxmin(), "role"] = "safest"
+    return out
 
 
 def paired_group_difference(adv_a: np.ndarray, adv_b: np.ndarray, group: np.ndarray, n_groups: int, *,

@@ -257,6 +257,31 @@ def _build_law(spec, paths, opts, rng, group_attr, provenance):
         group_attr=group_attr, notes=notes, provenance=provenance)
 
 
+# The paper's Law variant (its public code): first-attempt pass (bar1 = "P", 88.8% of the rows) from eight
+# admission-time and law-school scores and race as White / non-White. The study's own "law" predicts eventual
+# passing (pass_bar, 94.9%) from more features; both read the same raw file.
+_LAW_PAPER_SCHEMA = TabularSchema("law_paper", numeric={
+    k: _LAW_SCHEMA.numeric[k] for k in ("decile1b", "decile3", "lsat", "ugpa", "zfygpa", "zgpa", "fam_inc", "tier")
+}, categorical={
+    "race_white": ("0", "1"),  # 1 = race1 "white" (the paper's binary race)
+})
+_LAW_PAPER_COLUMNS = ["decile1b", "decile3", "lsat", "ugpa", "zfygpa", "zgpa", "fam_inc", "tier", "race1"]
+
+
+def _build_law_paper(spec, paths, opts, rng, group_attr, provenance):
+    df = pd.read_csv(paths["bar_pass_prediction.csv.gz"], low_memory=False)
+    notes = {"raw_rows": {"all": len(df)}}
+    df = df.dropna(subset=_LAW_PAPER_COLUMNS + ["bar1"]).reset_index(drop=True)
+    bad = set(df["bar1"]) - {"P", "F"}
+    if bad:
+        raise ValueError(f"dataset 'law_paper': column bar1 has values {sorted(bad)} outside the codebook's P/F")
+    df["race_white"] = np.where(df["race1"].eq("white"), "1", "0")
+    notes["clean_rows"] = {"all": len(df)}
+    return _finish_tabular(
+        spec, opts, rng, df, None, target=lambda d: d["bar1"].eq("P").astype(int).to_numpy(np.int64),
+        group_attr=group_attr, notes=notes, provenance=provenance)
+
+
 # ------------------------------------------------------------------------------------------------ compas
 
 # Value sets of ProPublica's analysis (compas-analysis, Compas Analysis.ipynb; compas/SOURCE.md); counts are bounded
@@ -371,6 +396,14 @@ REGISTRY: dict[str, DatasetSpec] = {
                  _SEE.format("law_school")),),
         {"race1": _binary("race1", "White", "non-White", lambda s: s.eq("white"))},
         _build_law, schema=_LAW_SCHEMA),
+    "law_paper": DatasetSpec(
+        "law_paper",
+        (RawFile("law_school", "bar_pass_prediction.csv.gz",
+                 (_gh("TheRohanVerma/CMPUT622_FairSMOTE_vs_FairClassBal/a895803f7e2a09010dc2185653081b790a164096/"
+                      "data/bar_pass_prediction.csv"),),
+                 _SEE.format("law_school")),),
+        {"race1": _binary("race_white", "White", "non-White", lambda s: s.eq("1"))},
+        _build_law_paper, schema=_LAW_PAPER_SCHEMA),
     "compas": DatasetSpec(
         "compas",
         (RawFile("compas", "compas-scores-two-years.csv.gz",

@@ -13,6 +13,7 @@ DATASET_GROUPS: dict[str, tuple[str, ...]] = {
     "bank": ("marital",),
     "credit": ("SEX",),
     "law": ("race1",),
+    "law_paper": ("race1",),  # the paper's variant: first-attempt pass, race as White / non-White
     "compas": ("race", "sex"),
     "mnist": ("digit",),
     "utkface": ("race",),

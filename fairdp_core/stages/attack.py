@@ -4,7 +4,8 @@ Reads ``results/plan/attack/<run>.json``, the run's signals and ``train.json`` (
 audit design. No training, no dataset: editing an attack or a statistic reruns this stage and the reports only.
 Writes atomically: ``records.csv`` (per audit record: group and each attack's advantage), ``groups.csv`` (per
 group: attack, GPR with CI, TPR at low FPR, ε lower bound), ``looa.csv`` for a PA-LOOA run, and
-``summary.json`` (accuracy and accounting from the train stage, GPR/Δ with CIs per attack, p-values).
+``summary.json`` (accuracy and accounting from the train stage; per attack GPR, Δ with its simultaneous interval,
+the two-group contrast, the null floor of Δ and the p-values).
 """
 
 from __future__ import annotations
@@ -19,17 +20,26 @@ import numpy as np
 import pandas as pd
 
 from ..atomic import atomic_dir
-from ..audit.attacks import cross_fit_advantage, ga_advantage, gba_advantage, lira_scores, record_advantage
+from ..audit.attacks import ga_predictions, gba_advantage, gba_predictions, lira_scores, record_advantage
 from ..audit.design import AuditDesign
-from ..audit.stats import bootstrap_gpr, epsilon_lower_bound, pair_folds, permutation_pvalue, tpr_at_fpr
+from ..audit.inference import (
+    cross_fit_contributions,
+    group_inference,
+    prediction_contributions,
+    studentized_permutation_pvalue,
+)
+from ..audit.stats import delta_pp, epsilon_lower_bound, gpr, pair_folds, tpr_at_fpr_clustered
 from ..config import load_params
 from . import jsonable, read_plan, write_timings
 
-__all__ = ["ATTACKS", "TWO_WAY", "main", "run_attack"]
+__all__ = ["ATTACKS", "INTERVALS", "main", "run_attack"]
 
 ATTACKS = ("alooa_cross_fit", "alooa_in_sample", "alooa_null_corrected", "ga", "gba", "lira_online",
            "lira_offline")
-TWO_WAY = ("alooa_cross_fit", "lira_online")  # bootstrapped over records × model pairs; others over records
+# Attacks whose per-record advantage is a sum of per-(model, record) terms get intervals over records × model pairs
+# (fairdp_core.audit.inference; coverage checked in reports/coverage/). The in-sample and null-corrected PA-ALOOA
+# estimators are not of that form: they are reported as point estimates (upper and null-corrected), with no interval.
+INTERVALS = ("alooa_cross_fit", "ga", "gba", "lira_online", "lira_offline")
 
 
 def run_attack(name: str, out: str | os.PathLike, *, plan: dict, train_dir: str | os.PathLike,
@@ -47,42 +57,60 @@ def run_attack(name: str, out: str | os.PathLike, *, plan: dict, train_dir: str 
     mem, g = design.membership, design.audit_group
     rng = np.random.default_rng(plan["stats_seed"])
     scores = -loss.astype(np.float64)
+    alpha = plan["alpha"]
     timings: dict[str, float] = {}
-    per_record = {
-        "alooa_cross_fit": lambda s, m, f: cross_fit_advantage(s, m, folds=f),
-        "alooa_in_sample": lambda s, m, f: record_advantage(s, m, estimator="in_sample"),
-        "alooa_null_corrected": lambda s, m, f: record_advantage(s, m, estimator="null_corrected", rng=rng,
-                                                                 n_null=plan["n_null"]),
-        "ga": lambda s, m, f: ga_advantage(s, m),
-        "gba": lambda s, m, f: gba_advantage(s, m, g),
-        "lira_online": lambda s, m, f: cross_fit_advantage(s, m, folds=f),
-        "lira_offline": lambda s, m, f: cross_fit_advantage(s, m, folds=f),
+    # LiRA: each model's Gaussians are fitted on the other fold's models, and a record is called IN when the
+    # likelihood ratio exceeds 1 (online) or φ exceeds the OUT mean (offline): no threshold is fitted on labels.
+    lira = {mode: lira_scores(phi, mem, mode=mode) for mode in ("online", "offline")}
+    contributions = {
+        "alooa_cross_fit": lambda: cross_fit_contributions(scores, mem),
+        "ga": lambda: prediction_contributions(ga_predictions(scores, mem), mem),
+        "gba": lambda: prediction_contributions(gba_predictions(scores, mem, g), mem),
+        "lira_online": lambda: prediction_contributions(lira["online"] >= 0, mem),
+        "lira_offline": lambda: prediction_contributions(lira["offline"] >= 0, mem),
+    }
+    advantage_only = {
+        "alooa_in_sample": lambda: record_advantage(scores, mem, estimator="in_sample"),
+        "alooa_null_corrected": lambda: record_advantage(scores, mem, estimator="null_corrected", rng=rng,
+                                                         n_null=plan["n_null"]),
     }
     with atomic_dir(out) as tmp:
-        # LiRA scores are computed once on the bank as trained (each model's Gaussians fitted on the OTHER models)
-        # and then resampled like any signal: refitting on a resample with repeated model pairs would let a
-        # model's own copy act as its shadow model and inflate the bootstrap distribution.
-        lira = {mode: lira_scores(phi, mem, mode=mode) for mode in ("online", "offline")}
-        signal_of = {k: lira[k.split("_")[1]] if k.startswith("lira") else scores for k in per_record}
         records = pd.DataFrame({"record": idx, "group": g, "group_name": [names[k] for k in g]})
         group_rows, attack_summary = [], {}
         for attack in ATTACKS:
             t0 = time.perf_counter()
-            res = bootstrap_gpr(signal_of[attack], mem, g, K, per_record[attack], rng=rng, n_boot=plan["n_boot"],
-                                resample_models=attack in TWO_WAY, level=1 - plan["alpha"])
-            p = permutation_pvalue(res["advantage"], g, K, rng=rng, n_perm=plan["n_perm"])
+            if attack in INTERVALS:
+                c = contributions[attack]()
+                adv = c.sum(0)
+                res = group_inference(c, g, K, alpha=alpha)
+            else:
+                adv = advantage_only[attack]()
+                res = None
+            p_perm, floor = studentized_permutation_pvalue(adv, g, K, rng=rng, n_perm=plan["n_perm"])
+            if attack == "gba":  # its thresholds depend on the groups: the floor refits them on permuted labels
+                floor = float(np.mean([delta_pp(gpr(gba_advantage(scores, mem, pg), pg, K))
+                                       for pg in (rng.permutation(g) for _ in range(plan["n_null"]))]))
             timings[f"{attack}_s"] = time.perf_counter() - t0
-            records[attack] = res["advantage"]
-            attack_summary[attack] = {"gpr": res["gpr"], "gpr_lo": res["gpr_lo"], "gpr_hi": res["gpr_hi"],
-                                      "delta_pp": res["delta_pp"], "delta_lo": res["delta_lo"],
-                                      "delta_hi": res["delta_hi"], "p_delta_gt_0": p,
-                                      "delta_bias_corrected": res["delta_bias_corrected"],
-                                      "delta_pct_lo": res["delta_pct_lo"], "delta_pct_hi": res["delta_pct_hi"],
-                                      "bootstrap": "records x model pairs" if attack in TWO_WAY else "records"}
+            records[attack] = adv
+            est = gpr(adv, g, K)
+            summ = {"gpr": est, "delta_pp": delta_pp(est), "null_floor_pp": floor, "p_perm": p_perm,
+                    "interval": None, "gpr_lo": [None] * K, "gpr_hi": [None] * K, "delta_lo": None, "delta_hi": None,
+                    "p_delta_gt_0": None, "contrast": None}
+            if res is not None:
+                summ.update({"interval": "records x model pairs (crossed; t, Satterthwaite df)",
+                             "gpr_lo": res["gpr_lo"], "gpr_hi": res["gpr_hi"], "delta_lo": res["delta_lo"],
+                             "delta_hi": res["delta_hi"], "p_delta_gt_0": res["p_delta_gt_0"],
+                             "contrasts": [{**r, "diff_pp": 100 * r["diff"], "lo_pp": 100 * r["lo"],
+                                            "hi_pp": 100 * r["hi"]} for r in res["contrasts"]]})
+                if K == 2:
+                    r = res["contrasts"][0]
+                    summ["contrast"] = {"groups": [names[0], names[1]], "diff_pp": 100 * r["diff"],
+                                        "lo_pp": 100 * r["lo"], "hi_pp": 100 * r["hi"], "p": r["p"]}
+            attack_summary[attack] = summ
             for k in range(K):
                 group_rows.append({"attack": attack, "group": k, "group_name": names[k],
-                                   "n_records": int((g == k).sum()), "gpr": res["gpr"][k],
-                                   "gpr_lo": res["gpr_lo"][k], "gpr_hi": res["gpr_hi"][k]})
+                                   "n_records": int((g == k).sum()), "gpr": est[k],
+                                   "gpr_lo": summ["gpr_lo"][k], "gpr_hi": summ["gpr_hi"][k]})
         # Low-FPR view and empirical ε lower bound per group, on the LiRA-online score over (model, record) pairs.
         folds = pair_folds(mem.shape[0])
         delta = info["accounting"]["delta"]
@@ -90,9 +118,9 @@ def run_attack(name: str, out: str | os.PathLike, *, plan: dict, train_dir: str 
         for k in range(K):
             cols = g == k
             s_k, m_k = lira["online"][:, cols], mem[:, cols]
-            r01 = tpr_at_fpr(s_k[m_k], s_k[~m_k], 0.001, alpha=plan["alpha"])
-            r1 = tpr_at_fpr(s_k[m_k], s_k[~m_k], 0.01, alpha=plan["alpha"])
-            eps = epsilon_lower_bound(s_k, m_k, folds, delta=delta, alpha=plan["alpha"])
+            r01 = tpr_at_fpr_clustered(s_k, m_k, 0.001, alpha=alpha)
+            r1 = tpr_at_fpr_clustered(s_k, m_k, 0.01, alpha=alpha)
+            eps = epsilon_lower_bound(s_k, m_k, folds, delta=delta, alpha=alpha)
             low_fpr[names[k]] = {"tpr_at_0.1%": r01, "tpr_at_1%": r1, "eps_lb": eps}
             group_rows.append({"attack": "lira_online_lowfpr", "group": k, "group_name": names[k],
                                "n_records": int(cols.sum()), "tpr_at_0.1pct": r01["tpr"],

@@ -25,7 +25,7 @@ def write_design(params: Params, key: str, path: str | os.PathLike) -> AuditDesi
     data = load(params.resolve(params.data.prepared_dir) / spec["dataset"])
     a = params.audit
     rng = derive_rng(params.seed, "design", spec["dataset"], spec["seed"])
-    d = audit_design(data.train.group, m=min(a.m, len(data.train)), R=a.R, min_per_group=a.min_per_group, rng=rng)
+    d = audit_design(data.train.group, m=a.m_for(len(data.train)), R=a.R, min_per_group=a.min_per_group, rng=rng)
     d.save(path)
     return d
 
