@@ -12,7 +12,7 @@ _FROM = {
     "design": ("AuditDesign", "LooaDesign", "audit_design", "looa_design"),
     "inference": ("cross_fit_contributions", "group_inference", "prediction_contributions",
                   "studentized_permutation_pvalue"),
-    "stats": ("bootstrap_gpr", "clopper_pearson", "delta_pp", "epsilon_lb_from_counts", "epsilon_lower_bound", "gpr",
+    "stats": ("clopper_pearson", "delta_pp", "epsilon_lb_from_counts", "epsilon_lower_bound", "gpr",
               "paired_seed_comparison", "permutation_pvalue", "seed_mean_interval", "tpr_at_fpr"),
 }
 _NAMES = {name: mod for mod, names in _FROM.items() for name in names}

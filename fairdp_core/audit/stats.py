@@ -1,5 +1,6 @@
-"""Risk statistics: GPR and Δ with bootstrap CIs, permutation p-values, paired seed comparisons, TPR at low FPR
-with Clopper–Pearson intervals, and an empirical ε lower bound (STUDY.md §4).
+"""Risk statistics: GPR and Δ, permutation p-values, intervals and tests over seeds, leveling, TPR at low FPR and an
+empirical ε lower bound with Clopper–Pearson intervals on effective counts (STUDY.md §4). The intervals of GPR, the
+contrasts and Δ over records × model pairs are in :mod:`fairdp_core.audit.inference`.
 
 GPR_k is the mean per-record advantage over group k's audit records; Δ = max_k GPR_k − min_k GPR_k, reported in
 percentage points (×100).
@@ -9,7 +10,6 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Callable
 
 import numpy as np
 import pandas as pd
@@ -18,7 +18,6 @@ from scipy import stats
 from .attacks import pair_folds
 
 __all__ = [
-    "bootstrap_gpr",
     "clopper_pearson",
     "delta_pp",
     "epsilon_lb_from_counts",
@@ -195,50 +194,6 @@ def seed_mean_interval(estimates: np.ndarray, *, alpha: float = 0.05) -> dict[st
         p = float(stats.ttest_1samp(d, 0.0).pvalue)
     return {"mean": float(d.mean()), "sd": sd, "lo": float(d.mean() - h), "hi": float(d.mean() + h),
             "p_sign_flip": p, "p_min": 2.0 / 2 ** S if S <= 16 else None, "n_seeds": S}
-
-
-PerRecord = Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray]
-
-
-def bootstrap_gpr(scores: np.ndarray, membership: np.ndarray, group: np.ndarray, n_groups: int,
-                  per_record: PerRecord, *, rng: np.random.Generator, n_boot: int = 1000,
-                  resample_models: bool = True, level: float = 0.95) -> dict[str, np.ndarray]:
-    """Percentile bootstrap of GPR [K] and Δ (pp): records resampled within groups × model pairs resampled.
-
-    Model pairs (2r, 2r+1) are resampled within their fold (:func:`pair_folds`), so a cross-fitted estimator
-    never sees one pair in both folds. ``per_record(scores, membership, folds) -> advantage [m]`` recomputes the
-    advantages on each resample. With ``resample_models=False`` the advantages are fixed and only records are
-    resampled (cheap; ignores the model-bank variability).
-    """
-    M, m = scores.shape
-    folds = pair_folds(M)
-    pairs = [np.flatnonzero(folds[::2] == f) for f in (0, 1)]  # pair r is rows 2r, 2r+1
-    base = per_record(scores, membership, folds)
-    by_group = [np.flatnonzero(group == k) for k in range(n_groups)]
-    g_boot = np.empty((n_boot, n_groups))
-    for b in range(n_boot):
-        if resample_models:
-            chosen = np.concatenate([rng.choice(p, size=len(p), replace=True) for p in pairs if len(p)])
-            rows = np.stack([2 * chosen, 2 * chosen + 1], 1).ravel()
-            f = np.repeat(np.concatenate([np.full(len(p), i) for i, p in enumerate(pairs) if len(p)]), 2)
-            adv = per_record(scores[rows], membership[rows], f)
-        else:
-            adv = base
-        for k, idx in enumerate(by_group):
-            g_boot[b, k] = adv[rng.choice(idx, size=len(idx), replace=True)].mean() if len(idx) else np.nan
-    a = (1 - level) / 2
-    d_boot = 100 * (np.nanmax(g_boot, 1) - np.nanmin(g_boot, 1))
-    d_obs = delta_pp(gpr(base, group, n_groups))
-    # Δ is a max − min: biased upward when groups are close, and its bootstrap distribution more so (the plug-in
-    # Δ can fall below the whole percentile interval). So Δ's interval is the basic (reverse-percentile) one,
-    # [2Δ − q_hi, 2Δ − q_lo] clipped at 0, centred on the bias-corrected estimate 2Δ − mean(Δ*); the percentile
-    # interval is kept for reference. Read Δ with its permutation p-value.
-    q_lo, q_hi = np.quantile(d_boot, a), np.quantile(d_boot, 1 - a)
-    return {"gpr": gpr(base, group, n_groups), "gpr_lo": np.quantile(g_boot, a, axis=0),
-            "gpr_hi": np.quantile(g_boot, 1 - a, axis=0), "delta_pp": d_obs,
-            "delta_bias_corrected": float(max(0.0, 2 * d_obs - d_boot.mean())),
-            "delta_lo": float(max(0.0, 2 * d_obs - q_hi)), "delta_hi": float(max(0.0, 2 * d_obs - q_lo)),
-            "delta_pct_lo": float(q_lo), "delta_pct_hi": float(q_hi), "advantage": base}
 
 
 def permutation_pvalue(advantage: np.ndarray, group: np.ndarray, n_groups: int, *, rng: np.random.Generator,
