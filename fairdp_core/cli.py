@@ -228,7 +228,8 @@ def _cmd_set(args: argparse.Namespace) -> int:
 
 # `dvc exp show` lists a column per file dependency of every stage (one per run and per fairdp_core module: all paths,
 # and no params or metrics column name has a '/'), and the generated runs.yaml (read through vars) as params.
-EXP_SHOW_DROP = r"/|^(runs|designs)\.|^runs\.yaml:"
+# DVC applies the pattern with re.match (anchored at the start).
+EXP_SHOW_DROP = r".*/|(runs|designs)\.|runs\.yaml:"
 
 
 def _cmd_exp(args: argparse.Namespace) -> int:
@@ -239,6 +240,13 @@ def _cmd_exp(args: argparse.Namespace) -> int:
             raise ConfigError("fairdp exp show: -S, --queue and -n belong to `fairdp exp run`")
         return subprocess.run(["dvc", "exp", "show", "--drop", EXP_SHOW_DROP, *args.dvc_args]).returncode
     return exp_run(args.set or [], queue=args.queue, name=args.name, params=args.params, dvc_args=args.dvc_args)
+
+
+def _cmd_pilot_summary(args: argparse.Namespace) -> int:
+    from .reporting import pilot_summary
+
+    print(pilot_summary(load_params(args.params)))
+    return 0
 
 
 def _cmd_coverage(args: argparse.Namespace) -> int:
@@ -322,6 +330,8 @@ def main(argv: list[str] | None = None) -> int:
     r.set_defaults(func=_cmd_report)
     i = sub.add_parser("index", help="write reports/index.html and reports/metrics.json")
     i.set_defaults(func=_cmd_index)
+    pi = sub.add_parser("pilot-summary", help="between-seed SDs and seeds for power from the pilot profile")
+    pi.set_defaults(func=_cmd_pilot_summary)
     cv = sub.add_parser("coverage", help="simulate the audit's intervals and tests (reports/coverage/)")
     cv.add_argument("--studies", type=int, default=1000, help="simulated audits per cell")
     cv.add_argument("--seed", type=int, default=20251010)

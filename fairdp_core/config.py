@@ -156,7 +156,7 @@ class LooaConfig(_Strict):
 class AuditConfig(_Strict):
     """The membership game: m audit records (≥ min(n_k, min_per_group) per group; ``all``: the whole training pool,
     each model training on a stratified half of it, as the paper), R rounds (2R models); statistics: bootstrap
-    resamples, permutations, null permutations, CI level 1 − alpha."""
+    resamples (the outcome-fairness report's), permutations, null permutations, CI level 1 − alpha."""
 
     def m_for(self, n: int) -> int:
         """The number of audit records for a pool of n training records."""
@@ -254,7 +254,7 @@ class Params(_Strict):
     """The whole params.yaml. ``seed`` is the study's one seed: every random stream derives from it."""
 
     seed: Annotated[int, Field(ge=0)]
-    profile: Literal["smoke", "default", "paper", "custom"] = "custom"
+    profile: Literal["smoke", "default", "pilot", "paper", "custom"] = "custom"
     data: DataConfig
     train: TrainConfig = Field(default_factory=TrainConfig)
     audit: AuditConfig = Field(default_factory=AuditConfig)

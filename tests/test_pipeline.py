@@ -42,7 +42,7 @@ def law_smoke(project, monkeypatch):
     return project
 
 
-@pytest.mark.parametrize("profile", ["smoke", "default", "paper"])
+@pytest.mark.parametrize("profile", ["smoke", "default", "pilot", "paper"])
 def test_profiles_are_valid(project, profile):
     use_profile(profile, project / "params.yaml", project / "profiles")
     p = load_params(project / "params.yaml")
@@ -50,7 +50,10 @@ def test_profiles_are_valid(project, profile):
     assert set(p.designs) == {f"{r.dataset}-s{r.seed}" for r in p.runs.values()}
     if profile == "paper":
         assert p.audit.R == 200 and p.train.epochs == 20 and p.train.batch_size == 256 and p.train.lr == 0.1
-        assert sum(1 for r in p.runs.values() if r.dataset == "adult") == 5 * (1 + 2 * 2)
+        assert p.audit.m == "all" and p.train.clip == 5.0 and "law_paper" in p.data.datasets
+        assert sum(1 for r in p.runs.values() if r.dataset == "adult") == 10 * (1 + 2 * 2)
+    if profile == "pilot":
+        assert p.audit.m == "all" and p.audit.R == 200 and len(p.runs) == 20
 
 
 def test_committed_params_are_the_default_profile(project):
@@ -253,12 +256,16 @@ def test_params_typo_in_audit_command_names_key(project, monkeypatch, capsys):
 
 
 def test_paper_snapshot_and_index_comparison(project):
-    """Hand-chosen summaries for the paper profile's 25 runs: the snapshot holds the seed means and the paired
-    DP-SGD-S − DP-SGD comparison (hand-computed: every seed's difference is −0.5 pp, so the exact sign-flip p over
-    5 seeds is 2/32), and the index shows them beside the paper's reported 0.27 → 0.17."""
+    """Hand-chosen summaries for the paper profile's Adult grid at 5 seeds (25 runs): the snapshot holds the seed
+    means and the paired DP-SGD-S − DP-SGD comparison (hand-computed: every seed's difference is −0.5 pp, so the
+    exact sign-flip p over 5 seeds is 2/32), and the index shows them beside the paper's reported 0.27 → 0.17."""
+    from fairdp_core.cli import set_params
+
     use_profile("paper", project / "params.yaml", project / "profiles")
+    set_params(project / "params.yaml", ["grid=[{dataset: adult, model: lr, algorithms: [sgd, dpsgd, dpsgd_s], "
+                                         "epsilons: [1, 10], seeds: 5}]"])
     params = load_params(project / "params.yaml")
-    assert len(params.runs) == 25
+    assert len(params.runs) == 25 and params.profile == "paper"
     with pytest.raises(ConfigError, match="paper"):
         paper_snapshot(load_params(ROOT / "params.yaml"))
     base = {"sgd": 5.0, "dpsgd": 1.0, "dpsgd_s": 0.5}

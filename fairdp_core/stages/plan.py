@@ -4,7 +4,7 @@
 ``train.overrides``, the derived seeds, the design, the PA-LOOA settings when the run has one) and
 ``results/plan/attack/<run>.json`` what determines its attacks and statistics. The train and attack stages depend
 on their own file, not on whole params.yaml sections, so changing a key reruns exactly the runs whose effective
-value changes: ``train.lr`` reruns nothing while every dataset overrides it, ``audit.n_boot`` no training.
+value changes: ``train.lr`` reruns nothing while every dataset overrides it, ``audit.n_perm`` no training.
 Execution knobs (``train.threads``, ``train.device``, ``audit.eval_batch``) are not in any plan.
 
 Loading params.yaml also checks the generated runs.yaml (``runs``/``designs``) against ``grid`` and ``sweep``: a
@@ -63,7 +63,7 @@ def attack_plan(params: Params, name: str) -> dict[str, object]:
     """The effective attack and statistics settings of run ``name``."""
     a = params.audit
     return {"run": name, "design": design_key(params.runs[name].dataset, params.runs[name].seed),
-            "stats_seed": derive_seed(params.seed, "stats", name), "n_boot": a.n_boot, "n_perm": a.n_perm,
+            "stats_seed": derive_seed(params.seed, "stats", name), "n_perm": a.n_perm,
             "n_null": a.n_null, "alpha": a.alpha, "looa": name in a.looa.runs}
 
 
