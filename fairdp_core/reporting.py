@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 
 from .atomic import write_text as _atomic_write
-from .audit.stats import paired_seed_comparison, seed_mean_interval
+from .audit.stats import holm, paired_seed_comparison, pool_over_seeds, seed_mean_interval
 from .config import ConfigError, Params
 from .results import ALGORITHM_LABELS, load_summaries, run_table
 
@@ -174,32 +174,58 @@ def _q_range(lo: float, hi: float) -> str:
     return f"{hi:.4g}" if f"{lo:.4g}" == f"{hi:.4g}" else f"{lo:.4g}–{hi:.4g} (σ calibrated at the largest)"
 
 
-def _seed_stats(g: pd.DataFrame) -> pd.Series:
-    """One configuration over its seeds: means, SDs, the t interval of the mean Δ over seeds (≥ 2 seeds) or the one
-    bank's interval over records × model pairs (one seed), the null floor, the models-that-learn check."""
-    d = g["delta_pp"].to_numpy(float)
-    over = seed_mean_interval(d)
+def _pooled_delta(g: pd.DataFrame, alpha: float) -> dict[str, float]:
+    """Δ over seeds: every pairwise contrast pooled over the seeds (:func:`pool_over_seeds`), then the simultaneous
+    interval of Δ = max |contrast| (Bonferroni over the pairs), in pp; and the two-group contrast itself."""
+    per_pair: dict[tuple[int, int], list[dict]] = {}
+    for cs in g["contrasts"]:
+        for c in cs or []:
+            per_pair.setdefault((c["k"], c["l"]), []).append(c)
+    if not per_pair:
+        return {}
+    a_adj = alpha / len(per_pair)
+    pooled = {kl: pool_over_seeds([c["diff"] for c in cs], [c["se"] for c in cs], [c["df"] for c in cs],
+                                  alpha=a_adj) for kl, cs in per_pair.items()}
+    lo = max((0.0 if r["lo"] <= 0 <= r["hi"] else min(abs(r["lo"]), abs(r["hi"]))) for r in pooled.values())
+    hi = max(max(abs(r["lo"]), abs(r["hi"])) for r in pooled.values())
+    p = holm([r["p"] for r in pooled.values()])
+    het = [r["p_het"] for r in pooled.values() if np.isfinite(r["p_het"])]
+    out = {"delta_lo": 100 * lo, "delta_hi": 100 * hi, "p_delta": float(np.nanmin(p)),
+           "p_seed_heterogeneity": float(min(het)) if het else float("nan")}
+    if len(pooled) == 1:
+        r = pool_over_seeds(*zip(*[(c["diff"], c["se"], c["df"]) for c in next(iter(per_pair.values()))]),
+                            alpha=alpha)
+        out.update(contrast_pp=100 * r["mean"], contrast_lo=100 * r["lo"], contrast_hi=100 * r["hi"])
+    return out
+
+
+def _seed_stats(g: pd.DataFrame, alpha: float = 0.05) -> pd.Series:
+    """One configuration over its seeds: means and SDs, Δ's interval and the two-group contrast pooled over the
+    seeds (each seed's crossed variance; Cochran's Q flags seeds that disagree), the null floor, and the
+    models-that-learn check."""
     one = len(g) == 1
-    c = g["contrast_pp"].dropna().to_numpy(float)
-    cs = seed_mean_interval(c) if len(c) else None
     acc = float(g["accuracy"].mean())
     majority = float(g["majority_rate"].mean()) if g["majority_rate"].notna().any() else float("nan")
     top = float(g["top_pred_share"].max()) if g["top_pred_share"].notna().any() else float("nan")
+    pooled = _pooled_delta(g, alpha) if "contrasts" in g else {}
+    if not pooled and one:  # hand-written or older summaries: the bank's own interval
+        pooled = {"delta_lo": g["delta_lo"].iloc[0], "delta_hi": g["delta_hi"].iloc[0], "p_delta": g["p_delta"].iloc[0]}
+    if not pooled:  # no per-pair contrasts stored: the t interval of the mean plug-in Δ over seeds, clipped at 0
+        over = seed_mean_interval(g["delta_pp"].to_numpy(float), alpha=alpha)
+        pooled = {"delta_lo": max(0.0, over["lo"]), "delta_hi": over["hi"], "p_delta": float("nan")}
     return pd.Series({
         "seeds": int(g["seed"].nunique()), "accuracy": acc,
         "accuracy_sd": float(g["accuracy"].std(ddof=1)) if not one else float("nan"),
         "majority_rate": majority, "top_pred_share": top,
         # degenerate: (almost) one predicted class, or no better than always predicting the majority class
         "degenerate": bool(top >= 0.99 or acc <= majority + 0.005),
-        "delta_pp": over["mean"], "delta_sd": over["sd"] if over["sd"] is not None else float("nan"),
-        "delta_lo": float(g["delta_lo"].iloc[0]) if one else over["lo"],
-        "delta_hi": float(g["delta_hi"].iloc[0]) if one else over["hi"],
-        "interval": "bank (records × model pairs, simultaneous)" if one else f"mean over {len(g)} seeds (t)",
-        "null_floor_pp": float(g["null_floor_pp"].mean()),
-        "p_delta": float(g["p_delta"].iloc[0]) if one and g["p_delta"].notna().all() else float("nan"),
-        "contrast_pp": cs["mean"] if cs else float("nan"),
-        "contrast_lo": (float(g["contrast_lo"].iloc[0]) if one else cs["lo"]) if cs else float("nan"),
-        "contrast_hi": (float(g["contrast_hi"].iloc[0]) if one else cs["hi"]) if cs else float("nan"),
+        "delta_pp": float(g["delta_pp"].mean()),
+        "delta_sd": float(g["delta_pp"].std(ddof=1)) if not one else float("nan"),
+        "delta_lo": pooled["delta_lo"], "delta_hi": pooled["delta_hi"], "p_delta": pooled["p_delta"],
+        "p_seed_heterogeneity": pooled.get("p_seed_heterogeneity", float("nan")),
+        "null_floor_pp": float(g["null_floor_pp"].mean()) if g["null_floor_pp"].notna().any() else float("nan"),
+        "contrast_pp": pooled.get("contrast_pp", float("nan")), "contrast_lo": pooled.get("contrast_lo", float("nan")),
+        "contrast_hi": pooled.get("contrast_hi", float("nan")),
         "sigma_g": g["sigma_g"].max(), "sigma_b": g["sigma_b"].max(), "q": g["q"].max(), "q_min": g["q_min"].min(),
         "T": int(g["T"].max()), "delta": g["delta"].iloc[0], "accountant": g["accountant"].iloc[0],
         "eps_spent": g["eps_spent"].max(), "guaranteed": bool(g["guaranteed"].all())})
@@ -212,7 +238,7 @@ def main_table(params: Params, attack: str = "alooa_cross_fit") -> pd.DataFrame:
     df = run_table(load_summaries(params.resolve("results/audit"), runs), runs)
     df = df[df.attack == attack]
     keys = ["dataset", "model", "epsilon", "algorithm"]
-    rows = [pd.concat([pd.Series(dict(zip(keys, k))), _seed_stats(g)])
+    rows = [pd.concat([pd.Series(dict(zip(keys, k))), _seed_stats(g, params.audit.alpha)])
             for k, g in df.groupby(keys, dropna=False, sort=False)]
     return pd.DataFrame(rows)
 
@@ -238,6 +264,9 @@ def build_index(params: Params) -> Path:
         acc = f"{100 * r.accuracy:.1f}%" + ("" if r.seeds == 1 else f" ± {100 * r.accuracy_sd:.1f}")
         flag = " <b title='degenerate: ≥ 99% of test predictions in one class, or no better than the majority class'>⚠ degenerate</b>" if r.degenerate else ""
         sd = "— (one seed)" if r.seeds == 1 else _num(r.delta_sd)
+        if np.isfinite(r.p_seed_heterogeneity) and r.p_seed_heterogeneity < 0.05:
+            sd += (f" <b title='Cochran Q p = {r.p_seed_heterogeneity:.3f}: the seeds disagree beyond their "
+                   "within-seed intervals'>⚠ seeds disagree</b>")
         contrast = ("n/a (more than two groups)" if not np.isfinite(r.contrast_pp) else
                     f"{r.contrast_pp:+.2f} [{r.contrast_lo:+.2f}, {r.contrast_hi:+.2f}]")
         rows.append(f"<tr><td>{r.dataset}</td><td>{r.model}</td><td>{eps}</td><td>{ALGORITHM_LABELS[r.algorithm]}</td>"
@@ -255,11 +284,12 @@ Audit: PA-ALOOA with the cross-fitted estimator, {params.audit.m} audit records,
 configuration. GPR is a group's mean per-record advantage (the expected held-out TPR − FPR at this R, a lower
 estimate; the paper's in-sample estimator is an upper one). Δ = max − min over groups of GPR, in percentage points
 (pp). A max − min is biased upward when groups are close: read it beside its <b>null floor</b>, the mean Δ when the
-group labels are permuted among the audited records (same design and estimator). Intervals are 95%: with one seed,
-the bank's simultaneous interval over records × model pairs (Bonferroni over the pairs of groups); with several, the
-t interval of the mean over seeds. Their coverage was checked by simulation (reports/coverage/coverage.md). p: "some
-group differs" (Holm over the pairs of groups; one seed only). For two groups the signed contrast GPR(first group) −
-GPR(second) is given with its interval.</p>
+group labels are permuted among the audited records (same design and estimator). Intervals are 95% and
+simultaneous over the pairs of groups (Bonferroni): each pairwise contrast's variance is the crossed records × model
+pairs one (model-level effects included), pooled over seeds as the mean of independent audits (a ⚠ marks seeds that disagree beyond it, Cochran's Q p &lt; 0.05). Their coverage was checked by simulation (<code>reports/coverage/coverage.md</code>). p:
+"some group differs" (Holm over the pairs of groups). For two groups the signed contrast GPR(first group) −
+GPR(second) is given with its interval. A row is flagged <b>degenerate</b> when ≥ 99% of its test predictions fall in
+one class or its accuracy does not beat the majority class: its Δ describes a model that has not learned the task.</p>
 <ul>{links}</ul>
 <h2>Main results</h2>
 <table><caption>Accuracy (mean ± SD over seeds) beside the majority-class rate; Δ in pp with its SD over seeds,

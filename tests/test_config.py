@@ -16,7 +16,7 @@ from .conftest import ROOT
 def test_project_params_are_valid():
     p = load_params(ROOT / "params.yaml")
     assert p.seed >= 0
-    assert set(p.data.datasets) == {"adult", "bank", "credit", "law", "compas", "mnist", "utkface"}
+    assert set(p.data.datasets) == {"adult", "bank", "credit", "law", "law_paper", "compas", "mnist", "utkface"}
     assert p.data.datasets["mnist"].train_size == 10000
 
 

@@ -170,7 +170,7 @@ _RULES = {  # assignment -> (which train plans change: run name -> bool, do the 
     "audit.n_boot=200": (lambda r: False, False),          # the outcome-fairness report's resamples only
     # τ: the DP-SGD-S runs (and the non-private variant) without their own τ; the sweep's runs carry theirs
     "train.dpsgd_s.tau=2.0": (lambda r: "-dpsgd_s" in r and "-t" not in r.split("-e")[-1], False),
-    "train.overrides.law-lr.lr=0.2": (lambda r: r.startswith("law-lr-"), False),
+    "train.overrides.law_paper-lr.lr=0.2": (lambda r: r.startswith("law_paper-lr-"), False),
 }
 
 

@@ -172,6 +172,9 @@ def group_inference(c: np.ndarray, group: np.ndarray, n_groups: int, *, alpha: f
     hi = np.full(n_groups, np.nan)
     for k in present:
         v, df = linear_variance(parts, {k: 1.0}, R)
+        # a single group's mean carries the model pairs' main effect, whose variance has R − 1 df: with few pairs
+        # Satterthwaite's df overstates the information (coverage 0.93 at 2R = 16 in simulation; 0.95 with this)
+        df = min(df, R - 1)
         gpr[k], se[k] = parts[k]["mean"], math.sqrt(v)
         lo[k], hi[k] = _t_interval(gpr[k], v, df, alpha)
     pairs = list(itertools.combinations(present, 2))

@@ -26,6 +26,7 @@ import pandas as pd
 
 from .attacks import cross_fit_advantage, lira_scores
 from .inference import cross_fit_contributions, group_inference, studentized_permutation_pvalue
+from .stats import pool_over_seeds
 
 __all__ = ["SimModel", "coverage_study", "simulate_audit", "true_gpr", "write_coverage"]
 
@@ -110,7 +111,7 @@ def coverage_study(n_studies: int = 1000, *, sizes=None, deltas_pp=DELTAS_PP, tw
         rng = np.random.default_rng([seed, two, K, int(round(dpp * 1000)), sz[0]])
         cov_g = 0.0
         cov_c = cov_d = rej_perm = rej_wald = 0
-        contrasts, widths = [], []
+        contrasts, widths, c_se, c_df = [], [], [], []
         for _ in range(n_studies):
             s, mem, g = simulate_audit(rng, leaks, sz, R, model)
             c = cross_fit_contributions(s, mem)
@@ -121,26 +122,39 @@ def coverage_study(n_studies: int = 1000, *, sizes=None, deltas_pp=DELTAS_PP, tw
             r01 = next(r for r in res["contrasts"] if r["k"] == 0 and r["l"] == K - 1)
             d_true = truth[0] - truth[K - 1]
             contrasts.append(r01["diff"])
+            c_se.append(r01["se"])
+            c_df.append(r01["df"])
             if K == 2:
                 cov_c += int(r01["lo"] <= d_true <= r01["hi"])  # Bonferroni over one pair: the plain interval
             rej_wald += int(res["p_delta_gt_0"] < alpha)
             p, _ = studentized_permutation_pvalue(c.sum(0), g, K, rng=rng, n_perm=n_perm)
             rej_perm += int(p < alpha)
-        # over seeds: t interval of the mean of S independent studies' contrasts (group 0 − group K-1)
-        cs = np.asarray(contrasts)
-        S = seeds_per_mean
-        groups_of_s = cs[: len(cs) // S * S].reshape(-1, S)
+        # over seeds: t interval of the mean of S independent studies' contrasts (group 0 − group K-1), over 5,000
+        # random S-subsets of the studies (a subset's studies are distinct, so each interval is a real one)
         from scipy import stats as _st
 
+        cs = np.asarray(contrasts)
+        S = seeds_per_mean
+        sub = np.argsort(rng.random((5000, len(cs))), axis=1)[:, :S]
+        groups_of_s = cs[sub]
         h = _st.t.ppf(1 - alpha / 2, S - 1) * groups_of_s.std(1, ddof=1) / math.sqrt(S)
         mean = groups_of_s.mean(1)
         cov_seeds = float(np.mean((mean - h <= d_true) & (d_true <= mean + h)))
+        # pooled over seeds as the reports do (pool_over_seeds): 2 and 5 seeds
+        se_a, df_a = np.asarray(c_se), np.asarray(c_df)
+        cov_pooled = {}
+        for S2 in (2, 5):
+            sub2 = np.argsort(rng.random((2000, len(cs))), axis=1)[:, :S2]
+            hits = [(lambda r: r["lo"] <= d_true <= r["hi"])(pool_over_seeds(cs[ix], se_a[ix], df_a[ix], alpha=alpha))
+                    for ix in sub2]
+            cov_pooled[S2] = float(np.mean(hits))
         rows.append({"two_R": two, "sizes": size_name, "delta_target_pp": dpp, "delta_true_pp": true_delta,
                      "n_studies": n_studies, "cover_gpr": cov_g / n_studies,
                      "cover_contrast": cov_c / n_studies if K == 2 else float("nan"),
                      "cover_delta_simultaneous": cov_d / n_studies,
                      "mean_delta_width_pp": float(np.mean(widths)),
                      "cover_mean_over_seeds": cov_seeds, "seeds_per_mean": S,
+                     "cover_pooled_2_seeds": cov_pooled[2], "cover_pooled_5_seeds": cov_pooled[5],
                      "reject_wald_holm": rej_wald / n_studies, "reject_permutation": rej_perm / n_studies})
         bar.set_postfix(cov=f"{cov_d / n_studies:.3f}")
     return pd.DataFrame(rows)
@@ -163,13 +177,25 @@ def write_coverage(df: pd.DataFrame, out: str | os.PathLike) -> Path:
     out = Path(out)
     write_text(out / "coverage.csv", df.to_csv(index=False))
     cols = ["two_R", "sizes", "delta_target_pp", "delta_true_pp", "cover_gpr", "cover_contrast",
-            "cover_delta_simultaneous", "mean_delta_width_pp", "cover_mean_over_seeds", "reject_wald_holm",
-            "reject_permutation"]
+            "cover_delta_simultaneous", "mean_delta_width_pp", "cover_mean_over_seeds", "cover_pooled_2_seeds",
+            "cover_pooled_5_seeds", "reject_wald_holm", "reject_permutation"]
     t = df[cols]
     md = "\n".join(["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols),
                     *("| " + " | ".join(f"{v:.3f}" if isinstance(v, float) else str(v) for v in row) + " |"
                       for row in t.itertuples(index=False))])
     write_text(out / "coverage.md", "# Coverage of the audit's 95% intervals and level of its tests\n\n"
-               f"{df['n_studies'].iloc[0]} simulated audits per cell (fairdp_core/audit/simulate.py). "
-               "Rejection rates at true Δ = 0 are the tests' levels (nominal 0.05).\n\n" + md + "\n")
+               f"{df['n_studies'].iloc[0]} simulated audits per cell (fairdp_core/audit/simulate.py; `fairdp coverage`). "
+               "Score model: IN shift μ_i·(1 + u_j + γ_jk) + σ_j·z with record heterogeneity (log-sd 0.5), a model "
+               "effect u (sd 0.3), a model × group interaction γ (sd 0.2) and a model noise scale (log-sd 0.2); the "
+               "truth is the expected cross-fitted advantage at this 2R, by a separate Monte Carlo (1,000 banks). "
+               "Monte Carlo SE of a coverage near 0.95: 0.007. cover_gpr: the per-group GPR intervals (t, df ≤ R − 1), "
+               "averaged over groups; cover_contrast: GPR_0 − GPR_last (two groups); cover_delta_simultaneous: Δ = "
+               "max − min (Bonferroni over pairs); cover_mean_over_seeds: the t interval of the mean contrast over "
+               "5 seeds (5,000 subsets of the audits); cover_pooled_2/5_seeds: the contrast pooled over 2 or 5 seeds as "
+               "the reports pool it (stats.pool_over_seeds; 2,000 subsets). Rejection rates at true Δ = 0 are the "
+               "tests' levels (nominal "
+               "0.05): reject_wald_holm is the test the reports use (crossed variance, Holm over pairs); "
+               "reject_permutation the studentized permutation test over records, which conditions on the trained "
+               "models and so exceeds its level when models leak unequally across groups (2R = 16: up to 0.075); "
+               "the reports show it only as that conditional test.\n\n" + md + "\n")
     return out

@@ -105,7 +105,8 @@ def run_attack(name: str, out: str | os.PathLike, *, plan: dict, train_dir: str 
                 if K == 2:
                     r = res["contrasts"][0]
                     summ["contrast"] = {"groups": [names[0], names[1]], "diff_pp": 100 * r["diff"],
-                                        "lo_pp": 100 * r["lo"], "hi_pp": 100 * r["hi"], "p": r["p"]}
+                                        "se_pp": 100 * r["se"], "df": r["df"], "lo_pp": 100 * r["lo"],
+                                        "hi_pp": 100 * r["hi"], "p": r["p"]}
             attack_summary[attack] = summ
             for k in range(K):
                 group_rows.append({"attack": attack, "group": k, "group_name": names[k],
