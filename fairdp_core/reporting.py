@@ -44,6 +44,8 @@ PAPER_REPORTED = {
     ("law_paper", "lr", 10): {"dpsgd": {"delta_pp": 0.59, "accuracy": 0.8974},
                               "dpsgd_s": {"delta_pp": 0.41, "accuracy": 0.8956}},
 }
+# Stored paper snapshots carry this; older ones (without it) had intervals whose coverage failed in simulation.
+STATISTICS_VERSION = "crossed-variance-v1"
 # The paper's effects at ε = 10 (DP-SGD-S − DP-SGD, pp), for power: Adult, Law, MNIST-CNN.
 PAPER_EFFECTS_PP = {"adult-lr": 0.17 - 0.27, "law-lr": 0.41 - 0.59, "mnist-cnn": 2.91 - 3.54}
 
@@ -87,7 +89,7 @@ def notebook_parameters(params: Params, name: str) -> dict[str, object]:
     extra = {
         "audit_comparison": {"looa_runs": list(params.audit.looa.runs), "n_null": params.audit.n_null, "seed": params.seed},
         "dpsgd_s_sweep": {"sweep": None if params.sweep is None else params.sweep.model_dump()},
-        "group_gpr": {},
+        "group_gpr": {"seed": params.seed},
         "outcome_fairness": {"n_boot": min(params.audit.n_boot, 500), "seed": params.seed},
     }[name]
     return {**common, **extra}
@@ -184,8 +186,15 @@ def _pooled_delta(g: pd.DataFrame, alpha: float) -> dict[str, float]:
     if not per_pair:
         return {}
     a_adj = alpha / len(per_pair)
-    pooled = {kl: pool_over_seeds([c["diff"] for c in cs], [c["se"] for c in cs], [c["df"] for c in cs],
-                                  alpha=a_adj) for kl, cs in per_pair.items()}
+    # the expected share of audited records two seeds' designs have in common: m / n (1 when every record is audited)
+    shared = float(np.clip((g["m"] / g["n_train"]).mean(), 0, 1)) if g["n_train"].notna().all() else 1.0
+
+    def pool(cs, a):
+        return pool_over_seeds([c["diff"] for c in cs], [c["se"] for c in cs], [c["df"] for c in cs], alpha=a,
+                               v_rec=[c.get("v_rec", 0.0) for c in cs], v_cell=[c.get("v_cell", 0.0) for c in cs],
+                               shared=shared)
+
+    pooled = {kl: pool(cs, a_adj) for kl, cs in per_pair.items()}
     lo = max((0.0 if r["lo"] <= 0 <= r["hi"] else min(abs(r["lo"]), abs(r["hi"]))) for r in pooled.values())
     hi = max(max(abs(r["lo"]), abs(r["hi"])) for r in pooled.values())
     p = holm([r["p"] for r in pooled.values()])
@@ -193,9 +202,12 @@ def _pooled_delta(g: pd.DataFrame, alpha: float) -> dict[str, float]:
     out = {"delta_lo": 100 * lo, "delta_hi": 100 * hi, "p_delta": float(np.nanmin(p)),
            "p_seed_heterogeneity": float(min(het)) if het else float("nan")}
     if len(pooled) == 1:
-        r = pool_over_seeds(*zip(*[(c["diff"], c["se"], c["df"]) for c in next(iter(per_pair.values()))]),
-                            alpha=alpha)
+        r = pool(next(iter(per_pair.values())), alpha)
         out.update(contrast_pp=100 * r["mean"], contrast_lo=100 * r["lo"], contrast_hi=100 * r["hi"])
+    gprs = np.array([x for x in g["gpr"] if x is not None], dtype=float)
+    if gprs.ndim == 2 and len(gprs):
+        mean_gpr = np.nanmean(gprs, 0)  # Δ of the seed-averaged GPRs: the quantity the interval is for
+        out["delta_pooled_pp"] = float(100 * (np.nanmax(mean_gpr) - np.nanmin(mean_gpr)))
     return out
 
 
@@ -219,7 +231,9 @@ def _seed_stats(g: pd.DataFrame, alpha: float = 0.05) -> pd.Series:
         "majority_rate": majority, "top_pred_share": top,
         # degenerate: (almost) one predicted class, or no better than always predicting the majority class
         "degenerate": bool(top >= 0.99 or acc <= majority + 0.005),
-        "delta_pp": float(g["delta_pp"].mean()),
+        # Δ of the seed-averaged GPRs (what the interval covers); the mean of the per-seed plug-in Δs beside it
+        "delta_pp": float(pooled.get("delta_pooled_pp", g["delta_pp"].mean())),
+        "delta_mean_per_seed_pp": float(g["delta_pp"].mean()),
         "delta_sd": float(g["delta_pp"].std(ddof=1)) if not one else float("nan"),
         "delta_lo": pooled["delta_lo"], "delta_hi": pooled["delta_hi"], "p_delta": pooled["p_delta"],
         "p_seed_heterogeneity": pooled.get("p_seed_heterogeneity", float("nan")),
@@ -274,7 +288,7 @@ def build_index(params: Params) -> Path:
                     f"<td>{r.delta_pp:.2f}</td><td>{sd}</td><td>[{_num(r.delta_lo)}, {_num(r.delta_hi)}]</td>"
                     f"<td>{r.null_floor_pp:.2f}</td><td>{contrast}</td><td>{_num(r.p_delta, 3)}</td>"
                     f"<td style='font-size:11px'>{html.escape(acct)}</td></tr>")
-    paper_html = _paper_comparison(params)
+    paper_html = _paper_comparison(params) + _pilot_section(params)
     links = "".join(f'<li><a href="{n}.html">{n.replace("_", " ")}</a></li>' for n in NOTEBOOKS)
     page = f"""<!doctype html><html><head><meta charset="utf-8"><title>fairdp results</title>
 <style>body{{font-family:sans-serif;max-width:1300px;margin:2em auto}}td,th{{border-bottom:1px solid #ddd;padding:3px 6px;font-size:13px}}table{{border-collapse:collapse}}</style></head><body>
@@ -317,14 +331,18 @@ def _paper_comparison(params: Params) -> str:
         return ("<h2>Against the paper</h2><p>No paper-profile run is stored yet "
                 "(<code>make repro PROFILE=paper</code>, then <code>fairdp paper-snapshot</code>).</p>")
     snap = json.loads(path.read_text())
+    # snapshots stored before the coverage-checked intervals (no "statistics" key): point estimates and the exact
+    # sign-flip p stand; their intervals (mean of per-seed bootstrap bounds; bootstrap over seeds) are not shown
+    current = snap.get("statistics") == STATISTICS_VERSION
     rows = []
     for r in snap["rows"]:
         ref = PAPER_REPORTED.get((r["dataset"], r["model"], r["epsilon"]), {}).get(r["algorithm"], {})
         eps = "∞ (non-private)" if r["epsilon"] is None else f"{r['epsilon']:g}"
+        interval = f"[{_num(r['delta_lo'])}, {_num(r['delta_hi'])}]" if current else "— (not coverage-checked)"
         rows.append(f"<tr><td>{r['dataset']}</td><td>{r['model']}</td><td>{eps}</td>"
                     f"<td>{ALGORITHM_LABELS[r['algorithm']]}</td><td>{r['seeds']}</td>"
                     f"<td>{100 * r['accuracy']:.2f}</td><td>{r['delta_pp']:.2f}</td>"
-                    f"<td>[{_num(r['delta_lo'])}, {_num(r['delta_hi'])}]</td>"
+                    f"<td>{interval}</td>"
                     f"<td>{r.get('delta_in_sample_pp', float('nan')):.2f}</td>"
                     f"<td>{ref.get('delta_pp', '')}</td><td>{'' if 'accuracy' not in ref else 100 * ref['accuracy']}</td></tr>")
     findings = []
@@ -334,7 +352,8 @@ def _paper_comparison(params: Params) -> str:
                                  ("accuracy", "accuracy", 100.0)):
             if key in c:
                 d = c[key]
-                parts.append(f"{what} {scale * d['mean_diff']:+.2f} pp [{scale * d['lo']:+.2f}, {scale * d['hi']:+.2f}], "
+                ci = f" [{scale * d['lo']:+.2f}, {scale * d['hi']:+.2f}]" if current else ""
+                parts.append(f"{what} {scale * d['mean_diff']:+.2f} pp{ci}, "
                              f"sign-flip p = {d['p_sign_flip']:.3f}"
                              + (f" (the smallest p {d['n_seeds']} seeds allow: {d['p_min']:.3f})" if d.get("p_min") else ""))
         ref = PAPER_REPORTED.get((c["dataset"], c["model"], c["epsilon"]), {})
@@ -344,8 +363,13 @@ def _paper_comparison(params: Params) -> str:
                      f"({ref['dpsgd_s']['delta_pp'] - ref['dpsgd']['delta_pp']:+.2f}).")
         n = next(iter(v["n_seeds"] for v in c.values() if isinstance(v, dict)))
         findings.append(f"<li>{c['dataset']} {c['model']}, ε = {c['epsilon']:g}, DP-SGD-S minus DP-SGD over {n} paired "
-                        f"seeds (95% t interval over seeds): {'; '.join(parts)}.{paper}</li>")
-    return (f"<h2>Against the paper (paper profile: {html.escape(snap['note'])})</h2><table><tr><th>dataset</th>"
+                        f"seeds{' (95% t interval over seeds)' if current else ''}: {'; '.join(parts)}.{paper}</li>")
+    stale = "" if current else (
+        "<p><b>Stored by an earlier version</b> (the commit above: m = 1000 audited records, the old preprocessing and "
+        "statistics). Its point estimates and exact sign-flip p-values are shown; its intervals were the mean of "
+        "per-seed bootstrap bounds, whose coverage failed in simulation, so they are left out. The paper's design "
+        "(m = n) is the paper profile now; a run of it replaces this table.</p>")
+    return (f"<h2>Against the paper (paper profile: {html.escape(snap['note'])})</h2>{stale}<table><tr><th>dataset</th>"
             "<th>model</th><th>ε</th><th>algorithm</th><th>seeds</th><th>accuracy (%)</th><th>Δ pp cross-fitted</th>"
             "<th>95% interval</th><th>Δ pp in-sample (paper's estimator)</th>"
             f"<th>paper Δ pp</th><th>paper accuracy (%)</th></tr>{''.join(rows)}</table>"
@@ -354,6 +378,32 @@ def _paper_comparison(params: Params) -> str:
             "the cross-fitted estimator (the default here) has no such bias. The same seed shares the audit design and "
             "the sampling streams across algorithms, so the comparison below is paired by seed.</p>"
             f"<ul>{''.join(findings)}</ul>")
+
+
+def _pilot_section(params: Params) -> str:
+    """The power pilot (reports/paper/pilot.json, when stored): between-seed SDs, the paired DP-SGD-S − DP-SGD
+    difference with its minimal detectable effect, and the seeds each paper effect needs for 80% power."""
+    path = params.resolve("reports/paper/pilot.json")
+    if not path.is_file():
+        return ""
+    pilot = json.loads(path.read_text())
+    items = []
+    for cfg, c in pilot["configs"].items():
+        for key, what in (("delta_pp", "Δ cross-fitted"), ("contrast_pp", "contrast Male − Female"),
+                          ("delta_in_sample_pp", "Δ in-sample (the paper's estimator)")):
+            d = c["paired"].get(key)
+            if not d:
+                continue
+            sds = ", ".join(f"{ALGORITHM_LABELS.get(a, a)} {v:.2f}" for a, v in c["sd"][key].items())
+            items.append(f"<li>{cfg}, {what}: SD over seeds {sds} pp; DP-SGD-S − DP-SGD {d['mean_diff']:+.2f} pp "
+                         f"[{d['lo']:+.2f}, {d['hi']:+.2f}] over {d['n_seeds']} paired seeds (SD {d['sd']:.2f}; exact "
+                         f"sign-flip p = {d['p_sign_flip']:.3f}, smallest possible {d['p_min']:.4f}); minimal detectable "
+                         f"effect (80% power, α = 0.05) {d['mde_80']:.2f} pp.</li>")
+        need = "; ".join(f"{k} ({v['effect_pp']:+.2f} pp): {v['cross_fit'] or '> 10,000'} seeds cross-fitted, "
+                         f"{v['in_sample'] or '> 10,000'} in-sample" for k, v in c["seeds_for_80_power"].items())
+        items.append(f"<li>Seeds for 80% power at the paper's effects, from this SD of the paired difference: {need}. "
+                     "Only Adult was piloted; Law and MNIST assume Adult's SD.</li>")
+    return (f"<h2>Power pilot ({html.escape(pilot['design'])})</h2><ul>{''.join(items)}</ul>")
 
 
 def pilot_summary(params: Params) -> Path:
@@ -410,7 +460,8 @@ def paper_snapshot(params: Params, *, wall_s: float | None = None) -> Path:
             f"lr {params.train.lr:g}, m = {params.audit.m}, commit {_commit(params.base_dir)}"
             + (f", wall time {wall_s / 60:.1f} min" if wall_s else ""))
     out = params.resolve("reports/paper") / "adult_paper_profile.json"
-    _atomic_write(out, json.dumps({"note": note, "rows": rows, "paired": _paired_dpsgd_s(params)}, indent=1))
+    _atomic_write(out, json.dumps({"note": note, "statistics": STATISTICS_VERSION, "rows": rows,
+                                   "paired": _paired_dpsgd_s(params)}, indent=1))
     return out
 
 

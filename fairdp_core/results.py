@@ -44,7 +44,8 @@ def run_table(summaries: dict[str, dict], runs: dict[str, dict]) -> pd.DataFrame
                 "contrast_pp": (a.get("contrast") or {}).get("diff_pp"),
                 "contrast_lo": (a.get("contrast") or {}).get("lo_pp"),
                 "contrast_hi": (a.get("contrast") or {}).get("hi_pp"),
-                "contrasts": a.get("contrasts"),  # every pair of groups: diff, se, df (fractions)
+                "contrasts": a.get("contrasts"),  # every pair of groups: diff, se, df, variance parts (fractions)
+                "gpr": a.get("gpr"), "n_train": s.get("n_train"),
                 "sigma_g": acct["sigma_g"], "sigma_b": acct["sigma_b"], "sigma_eff": acct["sigma_eff"],
                 "q": acct["sample_rate"], "q_min": acct.get("sample_rate_range", [acct["sample_rate"]])[0],
                 "T": acct["steps"], "delta": acct["delta"], "accountant": acct["accountant"],

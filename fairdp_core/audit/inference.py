@@ -35,6 +35,7 @@ __all__ = [
     "cross_fit_contributions",
     "group_inference",
     "linear_variance",
+    "variance_parts",
     "prediction_contributions",
     "studentized_permutation_pvalue",
 ]
@@ -88,8 +89,8 @@ def _group_parts(P: np.ndarray, group: np.ndarray, n_groups: int):
     for k in range(n_groups):
         Pk = P[:, group == k]
         n = Pk.shape[1]
-        if n == 0:
-            out.append(None)
+        if n < 2:  # no record variance to estimate: the group gets a point estimate only
+            out.append(None if n == 0 else {"n": 1, "mean": float(Pk.sum()), "single": True})
             continue
         a = Pk.sum(0)
         row = Pk.mean(1)  # [R]
@@ -103,17 +104,27 @@ def _group_parts(P: np.ndarray, group: np.ndarray, n_groups: int):
     return out
 
 
-def linear_variance(parts, weights: dict[int, float], R: int) -> tuple[float, float]:
-    """Variance and Satterthwaite degrees of freedom of Σ_k weights[k] · GPR_k (a GPR, or a contrast)."""
-    v_rec = sum(w * w * parts[k]["var"] / parts[k]["n"] for k, w in weights.items())
+def variance_parts(parts, weights: dict[int, float], R: int) -> dict[str, float]:
+    """The three variance components of Σ_k weights[k] · GPR_k (a GPR, or a contrast), their combination ``v`` and
+    its Satterthwaite degrees of freedom ``df`` (each group's record term on its own n_k − 1 df, the pair term on
+    R − 1, the cell term on (R − 1)(n_k − 1))."""
+    rec = {k: w * w * parts[k]["var"] / parts[k]["n"] for k, w in weights.items()}
+    cell = {k: w * w * R * parts[k]["s2_cell"] / parts[k]["n"] for k, w in weights.items()}
+    v_rec, v_cell = sum(rec.values()), sum(cell.values())
     L_r = sum(w * parts[k]["row"] for k, w in weights.items())  # [R]: pair r's share (GPR_k = Σ_r row_k[r])
     v_pair = R * float(np.var(L_r, ddof=1))
-    v_cell = sum(w * w * R * parts[k]["s2_cell"] / parts[k]["n"] for k, w in weights.items())
     v = max(v_rec + v_pair - v_cell, v_rec, v_pair)
-    n_rec = sum(parts[k]["n"] for k in weights)
-    denom = v_pair ** 2 / max(R - 1, 1) + v_rec ** 2 / max(n_rec - len(weights), 1)
+    denom = (v_pair ** 2 / max(R - 1, 1)
+             + sum(rec[k] ** 2 / max(parts[k]["n"] - 1, 1) for k in weights)
+             + sum(cell[k] ** 2 / max((R - 1) * (parts[k]["n"] - 1), 1) for k in weights))
     df = v * v / denom if denom > 0 else float("inf")
-    return v, max(min(df, 1e6), 1.0)
+    return {"v": v, "df": max(min(df, 1e6), 1.0), "v_rec": v_rec, "v_pair": v_pair, "v_cell": v_cell}
+
+
+def linear_variance(parts, weights: dict[int, float], R: int) -> tuple[float, float]:
+    """Variance and Satterthwaite degrees of freedom of Σ_k weights[k] · GPR_k (a GPR, or a contrast)."""
+    d = variance_parts(parts, weights, R)
+    return d["v"], d["df"]
 
 
 def _t_interval(est: float, v: float, df: float, alpha: float) -> tuple[float, float]:
@@ -128,7 +139,10 @@ def studentized_permutation_pvalue(advantage: np.ndarray, group: np.ndarray, n_g
     Chung & Romano 2013), and the null floor: the mean plug-in Δ (pp) over the same permutations.
 
     Records only: it conditions on the trained models, so it asks whether these models' risk differs between the
-    groups; the over-models question is answered by :func:`group_inference`'s intervals.
+    groups; the over-models question is answered by :func:`group_inference`'s intervals. For the same reason the
+    floor is the expected Δ under no group difference given these models: a model × group interaction (which
+    permuting records removes) adds to the unconditional expectation (2R = 16, 10 groups, interaction sd 0.6:
+    12.9 pp plug-in against a floor of 11.2 in a reviewer's simulation).
     """
     adv = np.asarray(advantage, float)
     present = [k for k in range(n_groups) if (group == k).any()]
@@ -165,8 +179,11 @@ def group_inference(c: np.ndarray, group: np.ndarray, n_groups: int, *, alpha: f
     P = _pairs(np.asarray(c, float))
     R = P.shape[0]
     parts = _group_parts(P, np.asarray(group), n_groups)
-    present = [k for k in range(n_groups) if parts[k] is not None]
+    present = [k for k in range(n_groups) if parts[k] is not None and not parts[k].get("single")]
     gpr = np.full(n_groups, np.nan)
+    for k in range(n_groups):
+        if parts[k] is not None and parts[k].get("single"):
+            gpr[k] = parts[k]["mean"]
     se = np.full(n_groups, np.nan)
     lo = np.full(n_groups, np.nan)
     hi = np.full(n_groups, np.nan)
@@ -181,22 +198,24 @@ def group_inference(c: np.ndarray, group: np.ndarray, n_groups: int, *, alpha: f
     a_adj = alpha / max(len(pairs), 1)
     rows = []
     for k, j in pairs:
-        v, df = linear_variance(parts, {k: 1.0, j: -1.0}, R)
+        vp = variance_parts(parts, {k: 1.0, j: -1.0}, R)
+        v, df = vp["v"], vp["df"]
         d = gpr[k] - gpr[j]
         lo_s, hi_s = _t_interval(d, v, df, a_adj)
-        p = float(2 * stats.t.sf(abs(d) / math.sqrt(v), df)) if v > 0 else float(d == 0)
-        rows.append({"k": k, "l": j, "diff": d, "se": math.sqrt(v), "df": df, "lo": lo_s, "hi": hi_s, "p": p})
+        p = float(2 * stats.t.sf(abs(d) / math.sqrt(v), df)) if v > 0 else float("nan")
+        rows.append({"k": k, "l": j, "diff": d, "se": math.sqrt(v), "df": df, "lo": lo_s, "hi": hi_s, "p": p,
+                     "v_rec": vp["v_rec"], "v_pair": vp["v_pair"], "v_cell": vp["v_cell"]})
     # Holm over the pairs
-    order = sorted(range(len(rows)), key=lambda i: rows[i]["p"])
-    running = 0.0
-    for rank, i in enumerate(order):
-        running = max(running, min(1.0, (len(rows) - rank) * rows[i]["p"]))
-        rows[i]["p_holm"] = running
-    delta = 100 * (np.nanmax(gpr) - np.nanmin(gpr)) if present else float("nan")
+    from .stats import holm
+
+    for r, ph in zip(rows, holm([r["p"] for r in rows])):
+        r["p_holm"] = float(ph)
+    delta = 100 * (np.nanmax(gpr) - np.nanmin(gpr)) if np.isfinite(gpr).sum() > 1 else float("nan")
     # each |contrast| lies in [0 or min(|lo|, |hi|), max(|lo|, |hi|)] when the interval holds; all hold jointly
     # with probability >= 1 − alpha (Bonferroni), so Δ = max |contrast| lies in [max of the lower, max of the upper]
-    d_lo = max((0.0 if r["lo"] <= 0 <= r["hi"] else min(abs(r["lo"]), abs(r["hi"])) for r in rows), default=0.0)
-    d_hi = max((max(abs(r["lo"]), abs(r["hi"])) for r in rows), default=0.0)
+    d_lo = max((0.0 if r["lo"] <= 0 <= r["hi"] else min(abs(r["lo"]), abs(r["hi"])) for r in rows),
+               default=float("nan"))
+    d_hi = max((max(abs(r["lo"]), abs(r["hi"])) for r in rows), default=float("nan"))
+    p_min = min((r["p_holm"] for r in rows if np.isfinite(r["p_holm"])), default=float("nan"))
     return {"gpr": gpr, "gpr_se": se, "gpr_lo": lo, "gpr_hi": hi, "contrasts": rows, "delta_pp": float(delta),
-            "delta_lo": 100 * d_lo, "delta_hi": 100 * d_hi,
-            "p_delta_gt_0": min((r["p_holm"] for r in rows), default=1.0), "n_pairs": R}
+            "delta_lo": 100 * d_lo, "delta_hi": 100 * d_hi, "p_delta_gt_0": p_min, "n_pairs": R}

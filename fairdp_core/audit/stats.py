@@ -99,7 +99,9 @@ def effective_n(hits: np.ndarray, cells: np.ndarray) -> float:
         return 0.0
     p = x.sum() / N
     if p <= 0 or p >= 1:
-        return float(N)
+        # no hit (or no miss): the design effect cannot be estimated from the cells; count the clusters instead
+        # (the smaller of the models and the records that have cells), never the cells
+        return float(min(N, int(cells.any(1).sum()), int(cells.any(0).sum())))
     def part(axis):
         n = cells.sum(axis)
         r = x.sum(axis)[n > 0] / n[n > 0]
@@ -159,29 +161,41 @@ def epsilon_lower_bound(scores: np.ndarray, membership: np.ndarray, folds: np.nd
             "fp": int(pred[~mem].sum()), "n_out": int((~mem).sum()), "n_out_eff": n_out}
 
 
-def pool_over_seeds(estimates, ses, dfs, *, alpha: float = 0.05) -> dict[str, float]:
-    """Combine one estimate per seed into their mean with a t interval, from each seed's own variance: Σ se_s² / S²
-    (each seed's crossed records × model-pairs variance; Satterthwaite df). A seed is a fresh draw of the same
-    random units the within-seed variance already covers (the audited records and the models' streams), so the
-    seeds are exchangeable replications; with two or three seeds the SD over seeds alone gives a t interval too wide
-    to read (t(0.975, 1) = 12.7). Cochran's Q tests whether the seeds disagree beyond their intervals (``p_het``):
-    a small value says the within-seed variance misses something. Coverage: reports/coverage/coverage.md."""
+def pool_over_seeds(estimates, ses, dfs, *, alpha: float = 0.05, v_rec=None, v_cell=None,
+                    shared: float = 0.0) -> dict[str, float]:
+    """Combine one estimate per seed into their mean with a t interval, from each seed's own crossed variance.
+
+    Seeds redraw the models (their streams) and, through the audit design, the audited records. The model pairs'
+    component averages over seeds; the records' component averages only over the records that differ between
+    seeds. With ``shared`` the expected fraction of audited records two seeds have in common (m / n for designs
+    drawn from a pool of n; 1 when every record is audited, ``audit.m: all``) and each seed's ``v_rec``/``v_cell``
+    (its record and cell components), the variance is
+
+        mean_s(v_s) / S + shared · (1 − 1/S) · mean_s(v_rec,s − v_cell,s),
+
+    i.e. Σ v_s / S² when seeds share no record, and the record component undivided when they share all (a
+    superpopulation of records; the seeds cannot average it away). With two or three seeds the SD over seeds
+    alone gives a t interval too wide to read (t(0.975, 1) = 12.7). Cochran's Q tests whether the seeds disagree
+    beyond their intervals (``p_het``). Coverage: reports/coverage/coverage.md."""
     e = np.asarray(estimates, float)
     v = np.asarray(ses, float) ** 2
     d = np.asarray(dfs, float)
+    vr = np.zeros_like(v) if v_rec is None else np.asarray(v_rec, float)
+    vc = np.zeros_like(v) if v_cell is None else np.asarray(v_cell, float)
     ok = ~(np.isnan(e) | np.isnan(v))
-    e, v, d = e[ok], v[ok], d[ok]
+    e, v, d, vr, vc = e[ok], v[ok], d[ok], vr[ok], vc[ok]
     S = len(e)
     if S == 0:
         return {"mean": float("nan"), "se": float("nan"), "df": float("nan"), "lo": float("nan"),
                 "hi": float("nan"), "p": float("nan"), "p_het": float("nan"), "n_seeds": 0}
-    var = v.sum() / S ** 2
+    common = shared * (1 - 1 / S) * float(np.maximum(vr - vc, 0).mean())
+    var = v.sum() / S ** 2 + common
     denom = ((v / S ** 2) ** 2 / np.maximum(d, 1)).sum()
-    df = max(min(float(var ** 2 / denom) if denom > 0 else float("inf"), 1e6), 1.0)
+    df = max(min(float((v.sum() / S ** 2) ** 2 / denom) if denom > 0 else float("inf"), 1e6), 1.0)
     se = math.sqrt(var)
     h = float(stats.t.ppf(1 - alpha / 2, df)) * se
     m = float(e.mean())
-    p = float(2 * stats.t.sf(abs(m) / se, df)) if se > 0 else float(m == 0)
+    p = float(2 * stats.t.sf(abs(m) / se, df)) if se > 0 else float("nan")
     p_het = float("nan")
     if S > 1 and (v > 0).all():
         w = 1 / v
