@@ -275,7 +275,7 @@ def build_index(params: Params) -> Path:
         acct = ("no noise" if r.algorithm == "sgd" else
                 f"σ_g = {r.sigma_g:.4g}{sig_b}, q = {_q_range(r.q_min, r.q)}, T = {r['T']}, Poisson, {r.accountant.upper()}, "
                 f"δ = {r.delta:g}, ε spent = {spent} (max over the models)")
-        acc = f"{100 * r.accuracy:.1f}%" + ("" if r.seeds == 1 else f" ± {100 * r.accuracy_sd:.1f}")
+        acc = f"{100 * r.accuracy:.1f}%" + ("" if r.seeds == 1 else f" ± {100 * r.accuracy_sd:.2f}")
         flag = " <b title='degenerate: ≥ 99% of test predictions in one class, or no better than the majority class'>⚠ degenerate</b>" if r.degenerate else ""
         sd = "— (one seed)" if r.seeds == 1 else _num(r.delta_sd)
         if np.isfinite(r.p_seed_heterogeneity) and r.p_seed_heterogeneity < 0.05:
