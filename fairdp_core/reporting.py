@@ -382,12 +382,14 @@ def _paper_comparison(params: Params) -> str:
 
 
 def _pilot_section(params: Params) -> str:
-    """The power pilot (reports/paper/pilot.json, when stored): between-seed SDs, the paired DP-SGD-S − DP-SGD
-    difference with its minimal detectable effect, and the seeds each paper effect needs for 80% power."""
-    path = params.resolve("reports/paper/pilot.json")
-    if not path.is_file():
-        return ""
-    pilot = json.loads(path.read_text())
+    """The power pilots (reports/paper/pilot*.json, when stored): between-seed SDs, the paired DP-SGD-S − DP-SGD
+    difference with its minimal detectable effect and a verdict, and the seeds each paper effect needs for 80%
+    power."""
+    return "".join(_pilot_block(json.loads(p.read_text()))
+                   for p in sorted(params.resolve("reports/paper").glob("pilot*.json")))
+
+
+def _pilot_block(pilot: dict) -> str:
     items = []
     for cfg, c in pilot["configs"].items():
         for key, what in (("delta_pp", "Δ cross-fitted"), ("contrast_pp", "contrast Male − Female"),
