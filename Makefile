@@ -14,6 +14,9 @@ export FAIRDP_DATA_MIRROR ?= $(abspath ../shared/datasets)
 # glibc's allocator maps and zeroes large per-step temporaries afresh every step (PERF_NOTES.md): up to 3.6x.
 export MALLOC_MMAP_THRESHOLD_ ?= 4294967296
 export MALLOC_TRIM_THRESHOLD_ ?= 68719476736
+# MKL's result bits depend on memory alignment unless conditional numerical reproducibility is on (see
+# fairdp_core/stages/__init__.py): a bank is the same bytes in every process.
+export MKL_CBWR ?= COMPATIBLE
 
 .PHONY: install test repro lint clean-venv
 

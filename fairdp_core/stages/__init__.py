@@ -17,12 +17,21 @@ __all__ = ["jsonable", "read_plan", "stage_main", "write_timings"]
 # glibc's allocator maps and zeroes large per-step temporaries afresh every step (shared/PERF_NOTES.md); the
 # thresholds only take effect for a process started with them, so a training stage re-execs once with them set.
 MALLOC_ENV = {"MALLOC_MMAP_THRESHOLD_": "4294967296", "MALLOC_TRIM_THRESHOLD_": "68719476736"}
+# MKL (torch's CPU BLAS) picks its code path per call from the buffers' memory alignment, which shifts with the
+# process's environment: the same stage with the same seed gave banks differing in the last float bits (1,762 of
+# 16,000 losses of one Adult bank; 5 of the 64 default banks). Conditional numerical reproducibility with the
+# generic branch makes a bank the same bytes in every process (tested under 7 environments); it costs about 1.6x on
+# the MLP here. A user who sets MKL_CBWR keeps theirs.
+REPRO_ENV = {"MKL_CBWR": os.environ.get("MKL_CBWR", "COMPATIBLE")}
 
 
 def reexec_with_malloc_env(module: str, argv: list[str]) -> None:
-    if os.environ.get("FAIRDP_NO_REEXEC") or all(os.environ.get(k) == v for k, v in MALLOC_ENV.items()):
+    """Re-exec a training stage once with the allocator and reproducibility settings (they only take effect for a
+    process started with them)."""
+    want = {**MALLOC_ENV, **REPRO_ENV}
+    if os.environ.get("FAIRDP_NO_REEXEC") or all(os.environ.get(k) == v for k, v in want.items()):
         return
-    env = {**os.environ, **MALLOC_ENV, "FAIRDP_NO_REEXEC": "1"}
+    env = {**os.environ, **want, "FAIRDP_NO_REEXEC": "1"}
     os.execve(sys.executable, [sys.executable, "-m", module, *argv], env)
 
 
