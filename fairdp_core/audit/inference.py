@@ -34,7 +34,6 @@ from .attacks import best_cut, pair_folds
 __all__ = [
     "cross_fit_contributions",
     "group_inference",
-    "linear_variance",
     "variance_parts",
     "prediction_contributions",
     "studentized_permutation_pvalue",
@@ -121,12 +120,6 @@ def variance_parts(parts, weights: dict[int, float], R: int) -> dict[str, float]
     return {"v": v, "df": max(min(df, 1e6), 1.0), "v_rec": v_rec, "v_pair": v_pair, "v_cell": v_cell}
 
 
-def linear_variance(parts, weights: dict[int, float], R: int) -> tuple[float, float]:
-    """Variance and Satterthwaite degrees of freedom of Σ_k weights[k] · GPR_k (a GPR, or a contrast)."""
-    d = variance_parts(parts, weights, R)
-    return d["v"], d["df"]
-
-
 def _t_interval(est: float, v: float, df: float, alpha: float) -> tuple[float, float]:
     h = float(stats.t.ppf(1 - alpha / 2, df)) * math.sqrt(v)
     return est - h, est + h
@@ -188,7 +181,8 @@ def group_inference(c: np.ndarray, group: np.ndarray, n_groups: int, *, alpha: f
     lo = np.full(n_groups, np.nan)
     hi = np.full(n_groups, np.nan)
     for k in present:
-        v, df = linear_variance(parts, {k: 1.0}, R)
+        vp = variance_parts(parts, {k: 1.0}, R)
+        v, df = vp["v"], vp["df"]
         # a single group's mean carries the model pairs' main effect, whose variance has R − 1 df: with few pairs
         # Satterthwaite's df overstates the information (coverage 0.93 at 2R = 16 in simulation; 0.95 with this)
         df = min(df, R - 1)

@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .attacks import cross_fit_advantage, lira_scores
+from .attacks import cross_fit_advantage
 from .inference import cross_fit_contributions, group_inference, studentized_permutation_pvalue
 from .stats import pool_over_seeds
 
@@ -89,6 +89,11 @@ def _leaks_for(delta_pp: float, K: int, R: int, model: SimModel, slope: float) -
     return model.base_leak + step * np.linspace(1, 0, K)
 
 
+def _first_last(res: dict, K: int) -> dict:
+    """The contrast GPR_0 − GPR_{K−1} of a :func:`group_inference` result (the cells put the gap there)."""
+    return next(r for r in res["contrasts"] if r["k"] == 0 and r["l"] == K - 1)
+
+
 def coverage_study(n_studies: int = 1000, *, sizes=None, deltas_pp=DELTAS_PP, two_r=TWO_R, alpha: float = 0.05,
                    n_perm: int = 200, seeds_per_mean: int = 5, model: SimModel = SimModel(), seed: int = 0,
                    shared_groups: int = 200,
@@ -127,7 +132,7 @@ def coverage_study(n_studies: int = 1000, *, sizes=None, deltas_pp=DELTAS_PP, tw
             hit_g += (res["gpr_lo"] <= truth) & (truth <= res["gpr_hi"])
             cov_d += int(res["delta_lo"] <= true_delta <= res["delta_hi"])
             widths.append(res["delta_hi"] - res["delta_lo"])
-            r01 = next(r for r in res["contrasts"] if r["k"] == 0 and r["l"] == K - 1)
+            r01 = _first_last(res, K)
             d_true = truth[0] - truth[K - 1]
             contrasts.append(r01["diff"])
             c_se.append(r01["se"])
@@ -163,9 +168,7 @@ def coverage_study(n_studies: int = 1000, *, sizes=None, deltas_pp=DELTAS_PP, tw
             rs = []
             for _ in range(seeds_per_mean):
                 s, mem, g = simulate_audit(rng, leaks, sz, R, model, mu=mu)
-                r = next(x for x in group_inference(cross_fit_contributions(s, mem), g, K, alpha=alpha)["contrasts"]
-                         if x["k"] == 0 and x["l"] == K - 1)
-                rs.append(r)
+                rs.append(_first_last(group_inference(cross_fit_contributions(s, mem), g, K, alpha=alpha), K))
             pr = pool_over_seeds([r["diff"] for r in rs], [r["se"] for r in rs], [r["df"] for r in rs], alpha=alpha,
                                  v_rec=[r["v_rec"] for r in rs], v_cell=[r["v_cell"] for r in rs], shared=1.0)
             hits.append(pr["lo"] <= d_true <= pr["hi"])
@@ -181,16 +184,6 @@ def coverage_study(n_studies: int = 1000, *, sizes=None, deltas_pp=DELTAS_PP, tw
                      "reject_wald_holm": rej_wald / n_studies, "reject_permutation": rej_perm / n_studies})
         bar.set_postfix(cov=f"{cov_d / n_studies:.3f}")
     return pd.DataFrame(rows)
-
-
-def lira_null_advantage(n_studies: int = 200, *, R: int = 8, m: int = 300, seed: int = 0) -> np.ndarray:
-    """Mean cross-fitted advantage of online LiRA per simulated audit with no leakage (μ = 0), [n_studies]."""
-    rng = np.random.default_rng(seed)
-    out = np.empty(n_studies)
-    for s in range(n_studies):
-        phi, mem, _ = simulate_audit(rng, np.array([0.0]), (m,), R)
-        out[s] = cross_fit_advantage(lira_scores(phi, mem, mode="online"), mem).mean()
-    return out
 
 
 def write_coverage(df: pd.DataFrame, out: str | os.PathLike) -> Path:

@@ -73,13 +73,20 @@ def epsilon_lb_from_counts(tp: int, n_in: int, fp: int, n_out: int, *, alpha: fl
     return max(0.0, float(math.log((tpr_lb - delta) / fpr_ub)))
 
 
-def tpr_at_fpr(s_in: np.ndarray, s_out: np.ndarray, fpr: float, *, alpha: float = 0.05) -> dict[str, float]:
-    """TPR of the threshold at which at most ``fpr`` of the OUT scores are ≥ it, with a CP interval on TPR."""
+def _low_fpr_cut(s_out: np.ndarray, fpr: float) -> tuple[float, float]:
+    """(cut, thr): "IN iff score > cut" keeps at most ``fpr`` of the OUT scores above it even with ties (the cut is
+    the (k+1)-th largest OUT score, k = ⌊fpr · n_out⌋); thr is the k-th largest (∞ when k = 0)."""
     s_out = np.sort(np.asarray(s_out, dtype=float))[::-1]
     k_allowed = int(math.floor(fpr * len(s_out)))
     thr = s_out[k_allowed - 1] if k_allowed > 0 else np.inf
-    # strictly above the (k_allowed+1)-th largest OUT score keeps FP ≤ k_allowed even with ties
     cut = s_out[k_allowed] if k_allowed < len(s_out) else -np.inf
+    return cut, thr
+
+
+def tpr_at_fpr(s_in: np.ndarray, s_out: np.ndarray, fpr: float, *, alpha: float = 0.05) -> dict[str, float]:
+    """TPR of the threshold at which at most ``fpr`` of the OUT scores are ≥ it, with a CP interval on TPR."""
+    s_out = np.asarray(s_out, dtype=float)
+    cut, thr = _low_fpr_cut(s_out, fpr)
     tp = int((np.asarray(s_in) > cut).sum())
     fp = int((s_out > cut).sum())
     lo, hi = clopper_pearson(tp, len(s_in), alpha)
@@ -126,9 +133,7 @@ def tpr_at_fpr_clustered(scores: np.ndarray, membership: np.ndarray, fpr: float,
     """TPR at the threshold where at most ``fpr`` of the OUT (model, record) cells score above it, [M, m] inputs,
     with a Clopper–Pearson interval on the effective number of IN cells (model and record correlation)."""
     mem = np.asarray(membership, bool)
-    s_out = np.sort(scores[~mem])[::-1]
-    k_allowed = int(math.floor(fpr * len(s_out)))
-    cut = s_out[k_allowed] if k_allowed < len(s_out) else -np.inf
+    cut, _ = _low_fpr_cut(scores[~mem], fpr)
     pred = scores > cut
     tpr, lo, hi = _cp_eff(pred, mem, alpha)
     return {"tpr": tpr, "tpr_lo": lo, "tpr_hi": hi, "fpr": float(pred[~mem].mean()) if (~mem).any() else 0.0,
