@@ -14,6 +14,7 @@
     fairdp attack NAME                  every attack and its statistics, results/audit/<name>/
     fairdp audit NAME                   plan, train and attack one run
     fairdp coverage [--studies N]       coverage of the audit's intervals by simulation, reports/coverage/
+    fairdp tune --dataset D [--lr ...]  lr/epochs/clip/γ on a validation split (tuning outside ε), reports/tuning/
     fairdp report NOTEBOOK              run notebooks/<NOTEBOOK>.py with papermill, render reports/<NOTEBOOK>.html
     fairdp index                        write reports/index.html (main table) and reports/metrics.json
     fairdp paper-snapshot               keep the paper-profile Adult numbers for the index page
@@ -257,6 +258,12 @@ def _cmd_coverage(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_tune(args: argparse.Namespace) -> int:
+    from .tuning import main as tune
+
+    return tune(["--params", args.params, *args.extra])
+
+
 def _cmd_report(args: argparse.Namespace) -> int:
     from .reporting import run_notebook
 
@@ -337,11 +344,17 @@ def main(argv: list[str] | None = None) -> int:
     cv.add_argument("--seed", type=int, default=20251010)
     cv.add_argument("--out", default="reports/coverage")
     cv.set_defaults(func=_cmd_coverage)
+    tu = sub.add_parser("tune", add_help=False,
+                        help="lr/epochs/clip/γ per dataset on a validation split (tuning outside ε); --help for more")
+    tu.set_defaults(func=_cmd_tune)
     ps = sub.add_parser("paper-snapshot", help="store the paper-profile Adult results for the index page")
     ps.add_argument("--wall-s", type=float, default=None, help="measured wall time of the paper-profile run")
     ps.set_defaults(func=_cmd_paper_snapshot)
-    args = parser.parse_args(argv)
-    if argv is None and args.command in ("audit", "train"):
+    args, extra = parser.parse_known_args(argv)
+    if extra and args.command != "tune":  # only `tune` passes its own options on
+        parser.error(f"unrecognized arguments: {' '.join(extra)}")
+    args.extra = extra
+    if argv is None and args.command in ("audit", "train", "tune"):
         from .stages import reexec_with_malloc_env
 
         reexec_with_malloc_env("fairdp_core.cli", sys.argv[1:])

@@ -93,7 +93,7 @@ class DataConfig(_Strict):
 
 
 Positive = Annotated[float, Field(gt=0.0)]
-Algorithm = Literal["sgd", "dpsgd", "dpsgd_s", "dpsgd_s_nonprivate"]
+Algorithm = Literal["sgd", "dpsgd", "dpsgd_s", "dpsgd_s_paper", "dpsgd_s_paper_code", "dpsgd_s_nonprivate"]
 ModelName = Literal["lr", "mlp", "cnn"]
 
 
@@ -108,6 +108,19 @@ class DpsgdSConfig(_Strict):
     c_min: Positive = 0.01
     q_init: Positive = 1.0
     q_max: Positive = 100.0
+    count_floor: Positive | None = None
+
+
+class PaperRuleConfig(_Strict):
+    """DP-SGD-S with the paper code's rule, C_k = max(C_min, C0 · min(s, ‖ḡ‖/‖ḡ_k‖)) with C0 = ``train.clip``
+    (or its override): cap ``ratio_cap`` (s); noise multiplier of the released per-group gradient sums
+    ``sigma_s`` (None: √10·σ_eff) and of the group counts ``sigma_b`` (None: B/20); public count floor (None: σ_b).
+    ``dpsgd_s_paper_code`` (the code as it is, not guaranteed) uses ``ratio_cap`` and ``c_min`` only."""
+
+    ratio_cap: Positive = 2.0
+    sigma_s: Positive | None = None
+    sigma_b: Positive | None = None
+    c_min: Positive = 0.01
     count_floor: Positive | None = None
 
 
@@ -141,6 +154,7 @@ class TrainConfig(_Strict):
     device: str | None = None
     threads: PositiveInt = 1
     dpsgd_s: DpsgdSConfig = Field(default_factory=DpsgdSConfig)
+    dpsgd_s_paper: PaperRuleConfig = Field(default_factory=PaperRuleConfig)
     dpsgd_s_nonprivate: NonprivateSConfig = Field(default_factory=NonprivateSConfig)
     overrides: dict[str, TrainOverride] = Field(default_factory=dict)
 

@@ -212,6 +212,16 @@ def _pooled_delta(g: pd.DataFrame, alpha: float) -> dict[str, float]:
     return out
 
 
+def _mean_clipped(g: pd.DataFrame) -> dict[str, float] | None:
+    """Per group, the fraction of per-sample gradients clipped during training, averaged over the seeds."""
+    if "clipped_fraction" not in g:
+        return None
+    parts = [c for c in g["clipped_fraction"] if isinstance(c, dict)]
+    if not parts:
+        return None
+    return {k: float(np.mean([c[k] for c in parts if c.get(k) is not None])) for k in parts[0]}
+
+
 def _seed_stats(g: pd.DataFrame, alpha: float = 0.05) -> pd.Series:
     """One configuration over its seeds: means and SDs, Δ's interval and the two-group contrast pooled over the
     seeds (each seed's crossed variance; Cochran's Q flags seeds that disagree), the null floor, and the
@@ -220,6 +230,9 @@ def _seed_stats(g: pd.DataFrame, alpha: float = 0.05) -> pd.Series:
     acc = float(g["accuracy"].mean())
     majority = float(g["majority_rate"].mean()) if g["majority_rate"].notna().any() else float("nan")
     top = float(g["top_pred_share"].max()) if g["top_pred_share"].notna().any() else float("nan")
+    bal = g["balanced_accuracy"] if "balanced_accuracy" in g else pd.Series(dtype=float)
+    balanced = float(bal.mean()) if bal.notna().all() and len(bal) else float("nan")
+    clipped = _mean_clipped(g)
     pooled = _pooled_delta(g, alpha) if "contrasts" in g else {}
     if not pooled and one:  # hand-written or older summaries: the bank's own interval
         pooled = {"delta_lo": g["delta_lo"].iloc[0], "delta_hi": g["delta_hi"].iloc[0], "p_delta": g["p_delta"].iloc[0]}
@@ -229,9 +242,11 @@ def _seed_stats(g: pd.DataFrame, alpha: float = 0.05) -> pd.Series:
     return pd.Series({
         "seeds": int(g["seed"].nunique()), "accuracy": acc,
         "accuracy_sd": float(g["accuracy"].std(ddof=1)) if not one else float("nan"),
-        "majority_rate": majority, "top_pred_share": top,
-        # degenerate: (almost) one predicted class, or no better than always predicting the majority class
-        "degenerate": bool(top >= 0.99 or acc <= majority + 0.005),
+        "majority_rate": majority, "top_pred_share": top, "balanced_accuracy": balanced,
+        # degenerate: (almost) one predicted class, or balanced accuracy below 0.52 (summaries without it: no
+        # better than always predicting the majority class)
+        "degenerate": bool(top >= 0.99 or (balanced < 0.52 if np.isfinite(balanced) else acc <= majority + 0.005)),
+        "clipped_fraction": clipped,
         # Δ of the seed-averaged GPRs (what the interval covers); the mean of the per-seed plug-in Δs beside it
         "delta_pp": float(pooled.get("delta_pooled_pp", g["delta_pp"].mean())),
         "delta_mean_per_seed_pp": float(g["delta_pp"].mean()),
@@ -241,7 +256,9 @@ def _seed_stats(g: pd.DataFrame, alpha: float = 0.05) -> pd.Series:
         "null_floor_pp": float(g["null_floor_pp"].mean()) if g["null_floor_pp"].notna().any() else float("nan"),
         "contrast_pp": pooled.get("contrast_pp", float("nan")), "contrast_lo": pooled.get("contrast_lo", float("nan")),
         "contrast_hi": pooled.get("contrast_hi", float("nan")),
-        "sigma_g": g["sigma_g"].max(), "sigma_b": g["sigma_b"].max(), "q": g["q"].max(), "q_min": g["q_min"].min(),
+        "sigma_g": g["sigma_g"].max(), "sigma_b": g["sigma_b"].max(),
+        "sigma_s": g["sigma_s"].max() if "sigma_s" in g and g["sigma_s"].notna().any() else float("nan"),
+        "q": g["q"].max(), "q_min": g["q_min"].min(),
         "T": int(g["T"].max()), "delta": g["delta"].iloc[0], "accountant": g["accountant"].iloc[0],
         "eps_spent": g["eps_spent"].max(), "guaranteed": bool(g["guaranteed"].all())})
 
@@ -270,14 +287,17 @@ def build_index(params: Params) -> Path:
     for _, r in agg.iterrows():
         eps = "∞ (non-private)" if pd.isna(r.epsilon) else f"{r.epsilon:g}"
         spent = "∞" if not np.isfinite(r.eps_spent) else f"{r.eps_spent:.3f}"
-        if r.algorithm == "dpsgd_s_nonprivate":
+        if r.algorithm != "sgd" and not r.guaranteed:
             spent += " (not guaranteed: statistics not privatised)"
         sig_b = "" if pd.isna(r.sigma_b) else f", σ_b = {r.sigma_b:.3g}"
+        sig_b += "" if pd.isna(r.get("sigma_s", np.nan)) else f", σ_s = {r.sigma_s:.3g}"
+        clip = "" if not isinstance(r.clipped_fraction, dict) else "; clipped: " + ", ".join(
+            f"{k} {100 * v:.0f}%" for k, v in r.clipped_fraction.items())
         acct = ("no noise" if r.algorithm == "sgd" else
                 f"σ_g = {r.sigma_g:.4g}{sig_b}, q = {_q_range(r.q_min, r.q)}, T = {r['T']}, Poisson, {r.accountant.upper()}, "
-                f"δ = {r.delta:g}, ε spent = {spent} (max over the models)")
+                f"δ = {r.delta:g}, ε spent = {spent} (max over the models){clip}")
         acc = f"{100 * r.accuracy:.1f}%" + ("" if r.seeds == 1 else f" ± {100 * r.accuracy_sd:.2f}")
-        flag = " <b title='degenerate: ≥ 99% of test predictions in one class, or no better than the majority class'>⚠ degenerate</b>" if r.degenerate else ""
+        flag = " <b title='degenerate: ≥ 99% of test predictions in one class, or balanced accuracy below 0.52'>⚠ degenerate</b>" if r.degenerate else ""
         sd = "— (one seed)" if r.seeds == 1 else _num(r.delta_sd)
         if np.isfinite(r.p_seed_heterogeneity) and r.p_seed_heterogeneity < 0.05:
             sd += (f" <b title='Cochran Q p = {r.p_seed_heterogeneity:.3f}: the seeds disagree beyond their "
@@ -304,7 +324,9 @@ simultaneous over the pairs of groups (Bonferroni): each pairwise contrast's var
 pairs one (model-level effects included), pooled over seeds as the mean of independent audits (a ⚠ marks seeds that disagree beyond it, Cochran's Q p &lt; 0.05). Their coverage was checked by simulation (<code>reports/coverage/coverage.md</code>). p:
 "some group differs" (Holm over the pairs of groups). For two groups the signed contrast GPR(first group) −
 GPR(second) is given with its interval. A row is flagged <b>degenerate</b> when ≥ 99% of its test predictions fall in
-one class or its accuracy does not beat the majority class: its Δ describes a model that has not learned the task.</p>
+one class or its balanced accuracy is below 0.52: its Δ describes a model that has not learned the task. The
+accounting column ends with each group's share of per-sample gradients that were clipped during training (a
+diagnostic outside ε): a group-specific bound matters only where clipping binds.</p>
 <ul>{links}</ul>
 <h2>Main results</h2>
 <table><caption>Accuracy (mean ± SD over seeds) beside the majority-class rate; Δ in pp with its SD over seeds,

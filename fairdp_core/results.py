@@ -11,6 +11,8 @@ import pandas as pd
 __all__ = ["ALGORITHM_LABELS", "group_table", "load_summaries", "records", "run_table"]
 
 ALGORITHM_LABELS = {"sgd": "SGD", "dpsgd": "DP-SGD", "dpsgd_s": "DP-SGD-S",
+                    "dpsgd_s_paper": "DP-SGD-S (paper rule)",
+                    "dpsgd_s_paper_code": "DP-SGD-S (paper code, not guaranteed)",
                     "dpsgd_s_nonprivate": "DP-SGD-S (non-private stats)"}
 
 
@@ -39,6 +41,8 @@ def run_table(summaries: dict[str, dict], runs: dict[str, dict]) -> pd.DataFrame
                 "tau": r.get("tau"), "gamma": r.get("gamma"), "attack": attack,
                 "accuracy": s["accuracy"]["mean"], "majority_rate": s["accuracy"].get("majority_class_rate"),
                 "top_pred_share": s["accuracy"].get("largest_predicted_class_share"),
+                "balanced_accuracy": s["accuracy"].get("balanced"),
+                "clipped_fraction": {g: c["clipped_fraction"] for g, c in (s.get("clipping") or {}).items()} or None,
                 "delta_pp": a["delta_pp"], "delta_lo": a["delta_lo"], "delta_hi": a["delta_hi"],
                 "null_floor_pp": a.get("null_floor_pp"), "p_delta": a["p_delta_gt_0"], "p_perm": a.get("p_perm"),
                 "contrast_pp": (a.get("contrast") or {}).get("diff_pp"),
@@ -46,7 +50,8 @@ def run_table(summaries: dict[str, dict], runs: dict[str, dict]) -> pd.DataFrame
                 "contrast_hi": (a.get("contrast") or {}).get("hi_pp"),
                 "contrasts": a.get("contrasts"),  # every pair of groups: diff, se, df, variance parts (fractions)
                 "gpr": a.get("gpr"), "n_train": s.get("n_train"),
-                "sigma_g": acct["sigma_g"], "sigma_b": acct["sigma_b"], "sigma_eff": acct["sigma_eff"],
+                "sigma_g": acct["sigma_g"], "sigma_b": acct["sigma_b"], "sigma_s": acct.get("sigma_s"),
+                "sigma_eff": acct["sigma_eff"],
                 "q": acct["sample_rate"], "q_min": acct.get("sample_rate_range", [acct["sample_rate"]])[0],
                 "T": acct["steps"], "delta": acct["delta"], "accountant": acct["accountant"],
                 "eps_spent": acct["epsilon"], "guaranteed": acct["guaranteed"], "n_models": s["n_models"],

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-SUITE = ["tests/test_privacy.py", "tests/test_engine.py", "tests/test_opacus_compat.py"]
+SUITE = ["tests/test_privacy.py", "tests/test_paper_rule.py", "tests/test_engine.py", "tests/test_opacus_compat.py"]
 
 
 @dataclass(frozen=True)
@@ -41,7 +41,7 @@ BREAKAGES = (
              "fairdp_core/engine/policies.py",
              "return self.sigma * self.bounds().amax(dim=1)", "return self.sigma * self.bounds().amin(dim=1)"),
     Breakage("DP-SGD-S gradient noise at σ_eff (the counts not paid for)", "fairdp_core/engine/trainer.py",
-             "return split_sigma(sigma_eff, sigma_b), sigma_b, sigma_eff", "return sigma_eff, sigma_b, sigma_eff"),
+             "return split_sigma(sigma_eff, sigma_b), sigma_b, None, sigma_eff", "return sigma_eff, sigma_b, None, sigma_eff"),
     Breakage("σ calibrated at the smallest q of the bank", "fairdp_core/engine/trainer.py",
              "_sigmas(spec, float(q.max()), steps)", "_sigmas(spec, float(q.min()), steps)"),
     Breakage("bank ε reported as model 0's", "fairdp_core/engine/accounting.py",
@@ -64,7 +64,7 @@ BREAKAGES = (
     Breakage("clipping removed", "fairdp_core/engine/policies.py",
              "return torch.clamp(C / (norms + 1e-6), max=1.0)", "return torch.ones_like(norms)"),
     Breakage("trainer skips clipping", "fairdp_core/engine/trainer.py",
-             "factors = clip_factors(norms, gb, policy.bounds()) * w", "factors = w"),
+             "factors = clip_factors(norms, gb, bounds) * w", "factors = w"),
     Breakage("biases left unnoised", "fairdp_core/engine/trainer.py",
              "grads[n] += chunk.view_as(grads[n])", "grads[n] += chunk.view_as(grads[n]) * (not n.endswith('bias'))"),
     Breakage("every model noised at model 0's bound", "fairdp_core/engine/trainer.py",
@@ -78,7 +78,22 @@ BREAKAGES = (
              "blob = json.dumps(asdict(spec),",
              "blob = json.dumps({k: v for k, v in asdict(spec).items() if k != 'target_epsilon'},"),
     Breakage("count noise drawn from the gradient-noise stream", "fairdp_core/engine/trainer.py",
-             'generators=[g["count"] for g in gens]', 'generators=[g["noise"] for g in gens]'),
+             'generators=[g["count"] for g in gens], device=device)\n    if spec.algorithm == "dpsgd_s_paper":',
+             'generators=[g["noise"] for g in gens], device=device)\n    if spec.algorithm == "dpsgd_s_paper":'),
+    Breakage("paper rule: group sums released without noise", "fairdp_core/engine/policies.py",
+             "sums + self._noise((K, P)) * (self.sigma_s * self.c0)", "sums + self._noise((K, P)) * 0.0"),
+    Breakage("paper rule: group counts released without noise", "fairdp_core/engine/policies.py",
+             "counts + self._noise((K,)) * self.sigma_b", "counts + self._noise((K,)) * 0.0"),
+    Breakage("paper rule: statistics from unclipped gradients", "fairdp_core/engine/policies.py",
+             "return torch.clamp(self.c0 / (norms + 1e-6), max=1.0)", "return torch.ones_like(norms)"),
+    Breakage("paper rule: the group sums not paid for", "fairdp_core/engine/trainer.py",
+             "return split_sigma(sigma_eff, sigma_s, sigma_b), sigma_b, sigma_s, sigma_eff",
+             "return split_sigma(sigma_eff, sigma_b), sigma_b, sigma_s, sigma_eff"),
+    Breakage("paper rule: bounds from the exact statistics", "fairdp_core/engine/policies.py",
+             "self._b = self.bounds_from_release(noisy_sums, self.released_counts)",
+             "self._b = self.bounds_from_release(sums, counts)"),
+    Breakage("paper rule: bounds from the batch they clip", "fairdp_core/engine/policies.py",
+             'group_sums = "after"', 'group_sums = "before"'),
     Breakage("the number of groups taken from the data", "fairdp_core/engine/trainer.py",
              "K = int(n_groups)  #", "K = int(group.max() + 1)  #"),
     Breakage("Opacus optimizer: q = 1 / len(loader)", "fairdp_core/opacus_compat.py",

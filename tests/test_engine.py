@@ -193,8 +193,13 @@ def test_sigma_split_and_combination():
     for se, sb in [(1.0, 12.8), (0.7, 2.0), (3.0, 3.5)]:
         assert math.isclose(combine_sigmas(split_sigma(se, sb), sb), se, rel_tol=1e-12)
         assert split_sigma(se, sb) > se
-    with pytest.raises(ValueError, match="must exceed"):
+    with pytest.raises(ValueError, match="must leave budget"):
         split_sigma(2.0, 1.5)
+    # several statistics (the paper rule: group sums and counts): 1.3⁻² = σ_g⁻² + 5⁻² + 6⁻²
+    assert math.isclose(combine_sigmas(split_sigma(1.3, 5.0, 6.0), 5.0, 6.0), 1.3, rel_tol=1e-12)
+    assert math.isclose(split_sigma(1.3, 5.0, 6.0), (1.3 ** -2 - 5.0 ** -2 - 6.0 ** -2) ** -0.5, rel_tol=1e-12)
+    with pytest.raises(ValueError, match="must leave budget"):
+        split_sigma(1.3, 1.5, 2.0)  # 1.5⁻² + 2⁻² = 0.69 ≥ 1.3⁻² = 0.59
 
 
 # ------------------------------------------------------------------------------------------- sampling

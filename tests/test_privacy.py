@@ -167,6 +167,9 @@ def test_trainer_clips_each_sample_like_an_autograd_loop():
                 for k, p in mods[m].named_parameters():
                     p -= lr * total[k] / B
     assert clipped > 0.5 * bank.steps * B * M * 0.7
+    # the per-group clipped-fraction diagnostic counts exactly the clipped samples of the autograd loop
+    assert bank.clip_stats["clipped"].sum().item() == clipped
+    assert bank.clip_stats["clipped"].shape == (M, 2) and (bank.clip_stats["clipped"] <= bank.clip_stats["seen"]).all()
     for m in range(M):
         for k, p in mods[m].named_parameters():
             torch.testing.assert_close(bank.params[k][m], p.detach(), atol=2e-5, rtol=1e-4)
@@ -301,7 +304,8 @@ def test_release_key_changes_with_every_setting():
 
     spec = TrainSpec(algorithm="dpsgd_s", target_epsilon=2.0, sigma_b=5.0)
     changed = {"algorithm": "dpsgd", "model": "mlp", "target_epsilon": 3.0, "noise_multiplier": 1.0,
-               "accountant": "prv", "q_init": (1.0, 2.0), "sigma_b": 6.0, "count_floor": 2.0}
+               "accountant": "prv", "q_init": (1.0, 2.0), "sigma_b": 6.0, "count_floor": 2.0,
+               "sigma_s": 4.0}
     for f in dataclasses.fields(TrainSpec):
         value = changed.get(f.name)
         if value is None:
@@ -313,7 +317,7 @@ def test_release_key_changes_with_every_setting():
 
 # ------------------------------------------------------------------------------------------------- accounting
 
-@pytest.mark.parametrize("algorithm", ["dpsgd", "dpsgd_s"])
+@pytest.mark.parametrize("algorithm", ["dpsgd", "dpsgd_s", "dpsgd_s_paper"])
 def test_reported_epsilon_is_the_accountants_per_model_and_never_above_target(algorithm):
     """Membership rows of 1,000 / 800 / 600 records (q_m = B / n_m differ): every model's reported ε equals the
     accountant's ε for (σ_eff, q_m, T, δ); all are ≤ the target (σ calibrated at the largest q); the bank's

@@ -5,6 +5,8 @@ from .backends import DenseBackend, FuncBackend, make_backend, stack_params
 from .policies import (
     FixedClip,
     GroupEMAPercentileClip,
+    GroupMeanRatioClip,
+    GroupMeanRatioClipCode,
     GroupQuantileClip,
     NoClip,
     clip_factors,
@@ -20,6 +22,8 @@ __all__ = [
     "FixedClip",
     "FuncBackend",
     "GroupEMAPercentileClip",
+    "GroupMeanRatioClip",
+    "GroupMeanRatioClipCode",
     "GroupQuantileClip",
     "NoClip",
     "PoissonBank",

@@ -11,6 +11,12 @@ Gaussian mechanism with noise multiplier
 (Andrew et al. 2021, arXiv 1905.03871, Theorem 1; Opacus's AdaClip uses the same form with 2σ_b because it
 releases a centred count of sensitivity 1/2). The accountant is charged σ_eff; given a target ε we calibrate σ_eff
 and derive σ_g = (σ_eff⁻² − σ_b⁻²)^(-1/2), which requires σ_b > σ_eff.
+
+DP-SGD-S with the paper code's rule (C_k = C0 · min(s, ‖ḡ‖/‖ḡ_k‖), DP-correct) releases, on the same batch, the
+clipped gradient sum, K per-group sums of per-sample gradients clipped at C0 (a record changes one of them by a
+vector of norm ≤ C0; noise σ_s·C0 per coordinate) and K group counts (sensitivity 1, noise σ_b):
+
+    σ_eff = (σ_g⁻² + σ_s⁻² + σ_b⁻²)^(-1/2),   σ_g = (σ_eff⁻² − σ_s⁻² − σ_b⁻²)^(-1/2).
 """
 
 from __future__ import annotations
@@ -68,19 +74,25 @@ def calibrate_sigma(target_epsilon: float, *, sample_rate: float, steps: int, de
     return float(hi)
 
 
-def combine_sigmas(sigma_g: float, sigma_b: float) -> float:
-    """σ_eff = (σ_g⁻² + σ_b⁻²)^(-1/2): the one Gaussian mechanism equivalent to both releases (Andrew et al.)."""
-    if sigma_g <= 0 or sigma_b <= 0:
+def combine_sigmas(sigma_g: float, *sigma_stats: float) -> float:
+    """σ_eff = (σ_g⁻² + Σ_j σ_j⁻²)^(-1/2): the one Gaussian mechanism equivalent to the clipped gradient sum and
+    the statistics released with it on the same batch, each noised at σ_j times its own sensitivity (Andrew et al.
+    2021, Theorem 1, for one statistic; the same argument for several: scaled by their noise, the releases form
+    one vector whose squared sensitivity is the sum of theirs)."""
+    if sigma_g <= 0 or any(s <= 0 for s in sigma_stats):
         return 0.0
-    return (sigma_g ** -2 + sigma_b ** -2) ** -0.5
+    return (sigma_g ** -2 + sum(s ** -2 for s in sigma_stats)) ** -0.5
 
 
-def split_sigma(sigma_eff: float, sigma_b: float) -> float:
-    """σ_g such that combine_sigmas(σ_g, σ_b) == σ_eff. Requires σ_b > σ_eff."""
-    if sigma_b <= sigma_eff:
-        raise ValueError(f"the count noise σ_b = {sigma_b:.4g} must exceed the calibrated σ_eff = {sigma_eff:.4g}: "
-                         "raise dp.sigma_b (or lower the count release's share of the budget)")
-    return (sigma_eff ** -2 - sigma_b ** -2) ** -0.5
+def split_sigma(sigma_eff: float, *sigma_stats: float) -> float:
+    """σ_g such that combine_sigmas(σ_g, *σ_stats) == σ_eff. Requires Σ_j σ_j⁻² < σ_eff⁻²."""
+    rest = sigma_eff ** -2 - sum(s ** -2 for s in sigma_stats)
+    if not sigma_stats or rest <= 0:
+        shown = ", ".join(f"{s:.4g}" for s in sigma_stats)
+        raise ValueError(f"the statistics' noise ({shown}) must leave budget for the gradient at the calibrated "
+                         f"σ_eff = {sigma_eff:.4g} (need Σ σ_j⁻² < σ_eff⁻²): raise train.dpsgd_s.sigma_b or "
+                         "train.dpsgd_s_paper.sigma_s / sigma_b")
+    return rest ** -0.5
 
 
 @dataclass(frozen=True)
@@ -88,7 +100,8 @@ class Accounting:
     """What one trained model spent, everything a report must state alongside its ε.
 
     ``epsilon`` is the accountant's ε for (``sigma_eff``, ``sample_rate``, ``steps``, ``delta``);
-    ``guaranteed`` is False for the non-private DP-SGD-S variant, whose statistics are not privatised.
+    ``guaranteed`` is False for the DP-SGD-S variants whose statistics are not privatised (the non-private
+    description, the paper's code as it is).
     """
 
     algorithm: str
@@ -104,6 +117,7 @@ class Accounting:
     sampling: str = "poisson"
     guaranteed: bool = True
     public_assumptions: tuple[str, ...] = ()
+    sigma_s: float | None = None  # the paper rule's group-sum noise multiplier (None for the other algorithms)
 
     def as_dict(self) -> dict[str, object]:
         d = asdict(self)

@@ -7,6 +7,11 @@ step's per-sample norms. The trainer calls, every step:
     noise std per model = policy.noise_std()                     # σ_g · max_k C_k (over ALL groups)
     policy.update(norms, groups, weights)                        # after the step; DP-SGD-S releases noised counts
 
+The paper code's rule (:class:`GroupMeanRatioClip`, :class:`GroupMeanRatioClipCode`) also needs the per-group sums
+of per-sample gradients: a policy whose ``group_sums`` is "after" (or "before") gets them through
+``observe_sums(sums [M, K, P], groups, weights)`` after the step (or before its clipping), weighted by
+``sum_factors(norms)``.
+
 Shapes: ``norms`` [M, W] per-sample gradient norms; ``groups`` [M, W] int64 in 0..K-1; ``weights`` [M, W] in
 {0, 1} (0 marks batch padding).
 """
@@ -22,6 +27,8 @@ __all__ = [
     "ClipPolicy",
     "FixedClip",
     "GroupEMAPercentileClip",
+    "GroupMeanRatioClip",
+    "GroupMeanRatioClipCode",
     "GroupQuantileClip",
     "NoClip",
     "clip_factors",
@@ -47,6 +54,7 @@ class ClipPolicy:
     """Base: no state. ``M`` models, ``K`` groups, noise multiplier ``sigma`` applied to the max bound."""
 
     guaranteed = True
+    group_sums: str | None = None  # "after" / "before": the trainer passes per-group gradient sums (paper rule)
 
     def __init__(self, M: int, K: int, sigma: float, *, device: torch.device | str = "cpu") -> None:
         self.M, self.K, self.sigma, self.device = M, K, sigma, torch.device(device)
@@ -181,3 +189,110 @@ class GroupEMAPercentileClip(ClipPolicy):
             if present.any():
                 pct = torch.nanquantile(masked[present], self.p, dim=1)
                 self.ema[present, k] = self.momentum * self.ema[present, k] + (1 - self.momentum) * pct
+
+
+def _group_means(sums: torch.Tensor, counts: torch.Tensor, floor: float) -> torch.Tensor:
+    """[M, K, P] / max([M, K], floor): per-group mean vectors."""
+    return sums / torch.clamp(counts, min=floor).unsqueeze(-1)
+
+
+class GroupMeanRatioClip(ClipPolicy):
+    """DP-SGD-S with the paper code's rule, DP-correct (STUDY.md §3): C_k = max(C_min, C0 · min(s, ‖ḡ‖ / ‖ḡ_k‖)).
+
+    The group whose mean gradient is larger than the overall mean gets a smaller bound (the quantile rule does the
+    opposite). After each step, for each model, it releases from that step's Poisson batch
+
+    - the K per-group sums S_k = Σ_{i in k} g_i · min(1, C0 / ‖g_i‖) (gradients clipped at C0): a record changes
+      one of them by a vector of norm ≤ C0; every coordinate gets N(0, (σ_s · C0)²);
+    - the K group counts n_k: a record changes one by 1; each gets N(0, σ_b²);
+
+    both from the model's own ``count`` generator. Scaled by their noise the pair has L2 sensitivity
+    (σ_s⁻² + σ_b⁻²)^(1/2), and with the step's clipped gradient sum (sensitivity max_k C_k, noise σ_g · max_k C_k)
+    one Gaussian mechanism per step with σ_eff = (σ_g⁻² + σ_s⁻² + σ_b⁻²)^(-1/2), which the accountant is charged
+    (:func:`~fairdp_core.engine.accounting.combine_sigmas`). From the release alone (post-processing):
+    ḡ_k = S̃_k / max(ñ_k, floor), ḡ = Σ_k S̃_k / max(Σ_k ñ_k, floor), and the bounds of the NEXT step. The paper's
+    code sets a step's bounds from the same step's batch; taking them from the previous release keeps each step's
+    gradient sensitivity fixed before its batch is drawn (the timing of the quantile rule and of Andrew et al.).
+    Initial bounds: C0 for every group. ``s`` (``ratio_cap``), C0, σ_s, σ_b, C_min and the floor are public.
+    """
+
+    group_sums = "after"
+
+    def __init__(self, M: int, K: int, sigma: float, *, clip: float, ratio_cap: float, sigma_s: float,
+                 sigma_b: float, c_min: float, generators: list[torch.Generator | None], floor: float | None = None,
+                 device: torch.device | str = "cpu") -> None:
+        super().__init__(M, K, sigma, device=device)
+        if clip <= 0 or ratio_cap <= 0 or c_min <= 0:
+            raise ValueError(f"clip, ratio_cap and c_min must be positive, got {clip}, {ratio_cap}, {c_min}")
+        if sigma_s <= 0 or sigma_b <= 0:
+            raise ValueError("the paper rule needs σ_s > 0 and σ_b > 0: its group statistics must be noised")
+        if len(generators) != M:
+            raise ValueError(f"need one count generator per model: got {len(generators)} for M = {M}")
+        self.c0, self.s, self.sigma_s, self.sigma_b, self.c_min = float(clip), float(ratio_cap), sigma_s, sigma_b, c_min
+        self.floor = float(sigma_b if floor is None else floor)
+        self.gens = generators
+        self._b = torch.full((M, K), self.c0, device=self.device)
+        self.released_counts = torch.zeros(M, K, device=self.device)
+
+    def bounds(self) -> torch.Tensor:
+        return self._b
+
+    def sum_factors(self, norms: torch.Tensor) -> torch.Tensor:
+        """The statistics use gradients clipped at C0, whatever the group bounds: their sensitivity is C0."""
+        return torch.clamp(self.c0 / (norms + 1e-6), max=1.0)
+
+    def _noise(self, shape: tuple[int, ...]) -> torch.Tensor:
+        return torch.stack([torch.randn(*shape, generator=g, device=g.device) for g in self.gens]).to(self.device)
+
+    def release(self, sums: torch.Tensor, counts: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """The noised (sums [M, K, P], counts [M, K]): N(0, (σ_s·C0)²) and N(0, σ_b²) per entry, sums first."""
+        M, K, P = sums.shape
+        return sums + self._noise((K, P)) * (self.sigma_s * self.c0), counts + self._noise((K,)) * self.sigma_b
+
+    def observe_sums(self, sums: torch.Tensor, groups: torch.Tensor, weights: torch.Tensor) -> None:
+        counts = torch.zeros(sums.shape[:2], device=sums.device).scatter_add_(1, groups, weights)
+        noisy_sums, self.released_counts = self.release(sums, counts)
+        self._b = self.bounds_from_release(noisy_sums, self.released_counts)
+
+    def bounds_from_release(self, noisy_sums: torch.Tensor, noisy_counts: torch.Tensor) -> torch.Tensor:
+        """[M, K] bounds from the released sums [M, K, P] and counts [M, K] only."""
+        g_k = _group_means(noisy_sums, noisy_counts, self.floor)
+        g = noisy_sums.sum(1) / torch.clamp(noisy_counts.sum(1), min=self.floor).unsqueeze(-1)
+        ratio = g.norm(dim=-1, keepdim=True) / torch.clamp(g_k.norm(dim=-1), min=1e-12)
+        return torch.clamp(self.c0 * torch.clamp(ratio, max=self.s), min=self.c_min)
+
+    def state(self) -> dict[str, torch.Tensor]:
+        return {"bounds": self.bounds().clone(), "released_counts": self.released_counts.clone()}
+
+
+class GroupMeanRatioClipCode(ClipPolicy):
+    """DP-SGD-S as the paper's public code has it, NOT private: before each step's clipping, ḡ_k is the mean of
+    group k's UNCLIPPED per-sample gradients in the batch, nothing is noised, and the "overall mean" is the mean of
+    the last group present in the batch (the loop variable left over), so C_k = max(C_min, C0 · min(s,
+    ‖ḡ_last‖ / ‖ḡ_k‖)): the last group's bound stays C0 and, for two groups, only group 0's moves. A group absent
+    from the batch keeps its previous bound. Its ε is not guaranteed."""
+
+    guaranteed = False
+    group_sums = "before"
+
+    def __init__(self, M: int, K: int, sigma: float, *, clip: float, ratio_cap: float, c_min: float,
+                 device: torch.device | str = "cpu") -> None:
+        super().__init__(M, K, sigma, device=device)
+        self.c0, self.s, self.c_min = float(clip), float(ratio_cap), c_min
+        self._b = torch.full((M, K), self.c0, device=self.device)
+
+    def bounds(self) -> torch.Tensor:
+        return self._b
+
+    def sum_factors(self, norms: torch.Tensor) -> torch.Tensor:
+        return torch.ones_like(norms)
+
+    def observe_sums(self, sums: torch.Tensor, groups: torch.Tensor, weights: torch.Tensor) -> None:
+        M, K, _ = sums.shape
+        counts = torch.zeros(M, K, device=sums.device).scatter_add_(1, groups, weights)
+        present = counts > 0
+        norm_k = _group_means(sums, counts, 1.0).norm(dim=-1)  # [M, K]
+        last = (present * torch.arange(1, K + 1, device=sums.device)).argmax(1)  # the highest group present
+        ratio = norm_k.gather(1, last[:, None]) / torch.clamp(norm_k, min=1e-12)
+        new = torch.clamp(self.c0 * torch.clamp(ratio, max=self.s), min=self.c_min)
+        self._b = torch.where(present, new, self._b)

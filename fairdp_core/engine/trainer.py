@@ -1,4 +1,5 @@
-"""Train a bank of M models at once: SGD, DP-SGD, DP-SGD-S and DP-SGD-S as first described.
+"""Train a bank of M models at once: SGD, DP-SGD, DP-SGD-S, DP-SGD-S with the paper code's rule (DP-correct and
+as the code has it) and DP-SGD-S as first described.
 
 Each model m trains on its own subset of the training pool (row m of a boolean membership matrix [M, n]) with
 its own random streams (initialisation, Poisson sampling, gradient noise, count noise), derived from one seed:
@@ -10,7 +11,9 @@ only in ε, τ, γ or algorithm cannot be combined to cancel their step noise. �
 One step, for every model (STUDY.md §3): Poisson batch with rate q_m = B / n_m; per-sample gradients; factors
 from the policy's bounds (:func:`~fairdp_core.engine.policies.clip_factors`); clipped sum + N(0, (σ_g·max_k C_k)²);
 divided by the expected batch size B (never the realised one; an empty batch still gets noise and counts as a
-step); SGD update; then the policy updates its bounds (DP-SGD-S: from noised counts).
+step); SGD update; then the policy updates its bounds (DP-SGD-S: from noised counts; the paper rule: from noised
+per-group gradient sums and counts). A diagnostic outside ε, never used in training: per model and group, how many
+per-sample gradients were clipped (``TrainedBank.clip_stats``).
 """
 
 from __future__ import annotations
@@ -32,13 +35,14 @@ from ..atomic import atomic_path
 from ..models import build_model
 from .accounting import Accountant, Accounting, calibrate_sigma, epsilon, split_sigma
 from .backends import Backend, make_backend, stack_params
-from .policies import ClipPolicy, FixedClip, GroupEMAPercentileClip, GroupQuantileClip, NoClip, clip_factors
+from .policies import (ClipPolicy, FixedClip, GroupEMAPercentileClip, GroupMeanRatioClip, GroupMeanRatioClipCode,
+                       GroupQuantileClip, NoClip, clip_factors)
 from .sampling import PoissonBank
 
 __all__ = ["ALGORITHMS", "Algorithm", "TrainSpec", "TrainedBank", "model_generators", "release_key", "train_bank"]
 
-Algorithm = Literal["sgd", "dpsgd", "dpsgd_s", "dpsgd_s_nonprivate"]
-ALGORITHMS: tuple[str, ...] = ("sgd", "dpsgd", "dpsgd_s", "dpsgd_s_nonprivate")
+Algorithm = Literal["sgd", "dpsgd", "dpsgd_s", "dpsgd_s_paper", "dpsgd_s_paper_code", "dpsgd_s_nonprivate"]
+ALGORITHMS: tuple[str, ...] = ("sgd", "dpsgd", "dpsgd_s", "dpsgd_s_paper", "dpsgd_s_paper_code", "dpsgd_s_nonprivate")
 
 
 @dataclass(frozen=True)
@@ -49,7 +53,9 @@ class TrainSpec:
     given (for DP-SGD-S that is σ_eff). DP-SGD-S: ``tau`` (C_k = τ·Q_k), ``gamma`` (target quantile), ``eta_q``,
     ``sigma_b`` (count noise; None: B/20 as in Andrew et al.), ``c_min``, ``q_init`` (one value, or one per group),
     ``q_max`` (public cap on Q_k), ``count_floor`` (public floor of the noised count denominator; None: σ_b).
-    The non-private variant uses ``ema_momentum`` and ``percentile``.
+    The non-private variant uses ``ema_momentum`` and ``percentile``. The paper code's rule: base bound ``clip``
+    (C0), ``ratio_cap`` (s), ``sigma_s`` (noise multiplier of the group sums; None: √10·σ_eff, a tenth of the
+    step's σ⁻² budget), ``sigma_b`` (group counts; None: B/20), ``c_min``, ``count_floor``.
     """
 
     algorithm: Algorithm
@@ -73,6 +79,8 @@ class TrainSpec:
     ema_momentum: float = 0.9
     percentile: float = 75.0
     hidden: int = 256
+    ratio_cap: float = 2.0
+    sigma_s: float | None = None
 
     def __post_init__(self) -> None:
         if self.algorithm not in ALGORITHMS:
@@ -157,6 +165,7 @@ class TrainedBank:
     accounting: list[Accounting]
     membership: np.ndarray
     policy_state: dict[str, torch.Tensor] = field(default_factory=dict)
+    clip_stats: dict[str, torch.Tensor] = field(default_factory=dict)  # diagnostic outside ε: clipped / seen [M, K]
     steps: int = 0
     seconds: float = 0.0
     seed: int = 0
@@ -200,30 +209,35 @@ class TrainedBank:
             torch.save({"spec": asdict(self.spec), "input_shape": self.input_shape, "n_classes": self.n_classes,
                         "params": self.params, "accounting": [a.as_dict() for a in self.accounting],
                         "membership": self.membership, "policy_state": self.policy_state,
-                        "steps": self.steps, "seed": self.seed}, f)  # no timing: reruns are byte-identical
+                        "clip_stats": self.clip_stats, "steps": self.steps, "seed": self.seed}, f)  # no timing: reruns are byte-identical
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> TrainedBank:
         d = torch.load(path, weights_only=False)
         return cls(spec=TrainSpec(**d["spec"]), input_shape=tuple(d["input_shape"]), n_classes=d["n_classes"],
                    params=d["params"], accounting=[Accounting(**a) for a in d["accounting"]],
-                   membership=d["membership"], policy_state=d["policy_state"], steps=d["steps"],
+                   membership=d["membership"], policy_state=d["policy_state"], clip_stats=d.get("clip_stats", {}),
+                   steps=d["steps"],
                    seconds=d.get("seconds", 0.0), seed=d["seed"])
 
 
-def _sigmas(spec: TrainSpec, q: float, steps: int) -> tuple[float, float | None, float]:
-    """(σ_g, σ_b, σ_eff) for the spec, calibrated at sampling rate q over ``steps``."""
+def _sigmas(spec: TrainSpec, q: float, steps: int) -> tuple[float, float | None, float | None, float]:
+    """(σ_g, σ_b, σ_s, σ_eff) for the spec, calibrated at sampling rate q over ``steps``."""
     if spec.algorithm == "sgd":
-        return 0.0, None, 0.0
+        return 0.0, None, None, 0.0
     sigma_eff = spec.noise_multiplier if spec.noise_multiplier is not None else calibrate_sigma(
         spec.target_epsilon, sample_rate=q, steps=steps, delta=spec.delta, accountant=spec.accountant)
+    sigma_b = spec.sigma_b if spec.sigma_b is not None else spec.batch_size / 20.0
     if spec.algorithm == "dpsgd_s":
-        sigma_b = spec.sigma_b if spec.sigma_b is not None else spec.batch_size / 20.0
-        return split_sigma(sigma_eff, sigma_b), sigma_b, sigma_eff
-    return sigma_eff, None, sigma_eff
+        return split_sigma(sigma_eff, sigma_b), sigma_b, None, sigma_eff
+    if spec.algorithm == "dpsgd_s_paper":
+        # None: √10·σ_eff, a public function of public quantities (the sums take a tenth of the σ⁻² budget)
+        sigma_s = spec.sigma_s if spec.sigma_s is not None else math.sqrt(10.0) * sigma_eff
+        return split_sigma(sigma_eff, sigma_s, sigma_b), sigma_b, sigma_s, sigma_eff
+    return sigma_eff, None, None, sigma_eff
 
 
-def _policy(spec, M, K, sigma_g, sigma_b, gens, device) -> ClipPolicy:
+def _policy(spec, M, K, sigma_g, sigma_b, sigma_s, gens, device) -> ClipPolicy:
     if spec.algorithm == "sgd":
         return NoClip(M, K, device=device)
     if spec.algorithm == "dpsgd":
@@ -232,6 +246,13 @@ def _policy(spec, M, K, sigma_g, sigma_b, gens, device) -> ClipPolicy:
         return GroupQuantileClip(M, K, sigma_g, sigma_b=sigma_b, tau=spec.tau, gamma=spec.gamma, eta=spec.eta_q,
                                  c_min=spec.c_min, q_init=spec.q_init, q_max=spec.q_max, floor=spec.count_floor,
                                  generators=[g["count"] for g in gens], device=device)
+    if spec.algorithm == "dpsgd_s_paper":
+        return GroupMeanRatioClip(M, K, sigma_g, clip=spec.clip, ratio_cap=spec.ratio_cap,
+                                  sigma_s=sigma_s, sigma_b=sigma_b, c_min=spec.c_min, floor=spec.count_floor,
+                                  generators=[g["count"] for g in gens], device=device)
+    if spec.algorithm == "dpsgd_s_paper_code":
+        return GroupMeanRatioClipCode(M, K, sigma_g, clip=spec.clip, ratio_cap=spec.ratio_cap, c_min=spec.c_min,
+                                      device=device)
     if not isinstance(spec.q_init, (int, float)):
         raise ValueError("dpsgd_s_nonprivate takes one q_init for every group")
     return GroupEMAPercentileClip(M, K, sigma_g, tau=spec.tau, c_min=spec.c_min, init=spec.q_init,
@@ -246,6 +267,8 @@ def _public_assumptions(spec: TrainSpec) -> tuple[str, ...]:
            "the number of groups K and each record's group label space"]
     if spec.algorithm == "dpsgd_s":
         out.append("the constants τ, γ, η_Q, σ_b, C_min, Q_init, Q_max and the count floor (no per-group size n_k)")
+    if spec.algorithm == "dpsgd_s_paper":
+        out.append("the constants C0, s, σ_s, σ_b, C_min and the count floor (no per-group size n_k)")
     return tuple(out)
 
 
@@ -284,7 +307,7 @@ def train_bank(X: np.ndarray, y: np.ndarray, group: np.ndarray, membership: np.n
         raise ValueError(f"every model needs at least batch_size={spec.batch_size} records; smallest has {n_m.min():.0f}")
     q = spec.batch_size / n_m  # [M]
     steps = int(round(spec.epochs * n_m.mean() / spec.batch_size))
-    sigma_g, sigma_b, sigma_eff = _sigmas(spec, float(q.max()), steps)  # calibrated at the largest q: safe for all
+    sigma_g, sigma_b, sigma_s, sigma_eff = _sigmas(spec, float(q.max()), steps)  # calibrated at the largest q: safe for all
 
     gens = model_generators(seed, M, release=release_key(spec), device=dev, stream_ids=stream_ids)
     member_t = torch.as_tensor(membership).to(dev) if masked else None
@@ -293,13 +316,24 @@ def train_bank(X: np.ndarray, y: np.ndarray, group: np.ndarray, membership: np.n
                for g in gens]
     params = {k: v.to(dev) for k, v in stack_params(modules).items()}
     backend = make_backend(modules[0].to(dev))
-    policy = _policy(spec, M, K, sigma_g, sigma_b, gens, dev)
+    policy = _policy(spec, M, K, sigma_g, sigma_b, sigma_s, gens, dev)
     sampler = PoissonBank(pools, q.tolist(), [g["sample"] for g in gens])
     names = list(params)
     sizes = [params[n][0].numel() for n in names]
     noise_bank = _NoiseBank([g["noise"] for g in gens], sum(sizes), dev) if spec.algorithm != "sgd" else None
 
     private = not isinstance(policy, NoClip)
+    clipped = torch.zeros(M, K, dtype=torch.float64, device=dev)
+    seen = torch.zeros(M, K, dtype=torch.float64, device=dev)
+
+    def group_sums(ctx, norms, gb, w) -> torch.Tensor:
+        """[M, K, P]: per group, the sum of its per-sample gradients weighted by the policy's ``sum_factors``."""
+        f = policy.sum_factors(norms) * w
+        out = []
+        for k in range(K):
+            part = backend.clipped_sum(ctx, f * (gb == k))
+            out.append(torch.cat([part[n].flatten(1) for n in names], 1))
+        return torch.stack(out, 1)
     x_sq_all = (Xt.flatten(1) ** 2).sum(1)  # ‖x‖² of every record, for the first layer's closed-form norms
     t0 = time.perf_counter()
     for _ in tqdm(range(steps), desc=desc or f"{spec.algorithm} x{M}", disable=not progress, mininterval=1.0):
@@ -313,13 +347,20 @@ def train_bank(X: np.ndarray, y: np.ndarray, group: np.ndarray, membership: np.n
         with torch.no_grad():
             if private:
                 norms, ctx = backend.per_sample(params, xb, yb, x_sq=x_sq_all.index_select(0, flat).view(idx.shape))
-                factors = clip_factors(norms, gb, policy.bounds()) * w
+                if policy.group_sums == "before":
+                    policy.observe_sums(group_sums(ctx, norms, gb, w), gb, w)
+                bounds = policy.bounds()
+                factors = clip_factors(norms, gb, bounds) * w
+                seen.scatter_add_(1, gb, w.double())
+                clipped.scatter_add_(1, gb, ((norms > bounds.gather(1, gb)) * w).double())
                 grads = backend.clipped_sum(ctx, factors)
                 std = policy.noise_std()  # [M], bounds before this step's update
                 noise = noise_bank.next() * std[:, None]
                 for n, chunk in zip(names, torch.split(noise, sizes, dim=1)):
                     grads[n] += chunk.view_as(grads[n])
                 policy.update(norms, gb, w)
+                if policy.group_sums == "after":
+                    policy.observe_sums(group_sums(ctx, norms, gb, w), gb, w)
             else:
                 grads = backend.batch_grad(params, xb, yb, w)
             for n in names:
@@ -329,7 +370,8 @@ def train_bank(X: np.ndarray, y: np.ndarray, group: np.ndarray, membership: np.n
     spent = {qm: epsilon(sigma_eff, sample_rate=qm, steps=steps, delta=spec.delta, accountant=spec.accountant)
              for qm in set(q.tolist())}  # σ_eff = 0 (SGD) gives ε = ∞
     accounting = [Accounting(
-        algorithm=spec.algorithm, sigma_g=sigma_g, sigma_b=sigma_b, sigma_eff=sigma_eff, sample_rate=float(q[m]),
+        algorithm=spec.algorithm, sigma_g=sigma_g, sigma_b=sigma_b, sigma_s=sigma_s, sigma_eff=sigma_eff,
+        sample_rate=float(q[m]),
         steps=steps, delta=spec.delta, accountant=spec.accountant, epsilon=spent[float(q[m])],
         target_epsilon=spec.target_epsilon, guaranteed=policy.guaranteed and spec.algorithm != "sgd",
         public_assumptions=_public_assumptions(spec),
@@ -337,5 +379,5 @@ def train_bank(X: np.ndarray, y: np.ndarray, group: np.ndarray, membership: np.n
     return TrainedBank(spec=spec, input_shape=input_shape, n_classes=n_classes,
                        params={k: v.cpu() for k, v in params.items()}, accounting=accounting,
                        membership=membership, policy_state={k: v.cpu() for k, v in policy.state().items()},
-                       steps=steps, seconds=seconds, seed=seed)
+                       clip_stats={"clipped": clipped.cpu(), "seen": seen.cpu()} if private else {}, steps=steps, seconds=seconds, seed=seed)
 

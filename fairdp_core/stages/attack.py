@@ -142,7 +142,7 @@ def run_attack(name: str, out: str | os.PathLike, *, plan: dict, train_dir: str 
         summary = {
             "run": name, "spec": info["plan"]["spec"], "n_models": info["n_models"], "m": info["m"], "R": info["R"],
             "n_train": info["n_train"], "group_names": names, "accuracy": info["accuracy"],
-            "accounting": info["accounting"], "attacks": attack_summary, "low_fpr": low_fpr,
+            "accounting": info["accounting"], "clipping": info.get("clipping"), "attacks": attack_summary, "low_fpr": low_fpr,
             "looa": None if looa is None else {
                 "n_targets": len(looa), "corr_alooa": float(looa[["looa_cross_fit", "alooa_cross_fit"]].corr().iloc[0, 1])},
         }

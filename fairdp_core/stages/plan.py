@@ -39,7 +39,7 @@ def train_plan(params: Params, name: str) -> dict[str, object]:
     spec = {"algorithm": run.algorithm, "model": run.model, **pick}
     if run.model == "mlp":
         spec["hidden"] = t.hidden
-    if run.algorithm != "dpsgd":  # only DP-SGD clips at the fixed bound
+    if run.algorithm not in ("dpsgd", "dpsgd_s_paper", "dpsgd_s_paper_code"):  # the fixed bound, or the rule's C0
         spec.pop("clip")
     if run.algorithm != "sgd":
         spec.update(target_epsilon=run.epsilon, delta=t.delta, accountant=t.accountant)
@@ -50,6 +50,12 @@ def train_plan(params: Params, name: str) -> dict[str, object]:
         spec.update(eta_q=s.eta_q, sigma_b=s.sigma_b, q_max=s.q_max, count_floor=s.count_floor)
     if run.algorithm == "dpsgd_s_nonprivate":
         spec.update(ema_momentum=ns.ema_momentum, percentile=ns.percentile)
+    pr = t.dpsgd_s_paper
+    if run.algorithm == "dpsgd_s_paper":
+        spec.update(ratio_cap=pr.ratio_cap, sigma_s=pr.sigma_s, sigma_b=pr.sigma_b, c_min=pr.c_min,
+                    count_floor=pr.count_floor)
+    if run.algorithm == "dpsgd_s_paper_code":
+        spec.update(ratio_cap=pr.ratio_cap, c_min=pr.c_min)
     looa = None
     if name in params.audit.looa.runs:
         la = params.audit.looa

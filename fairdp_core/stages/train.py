@@ -67,6 +67,8 @@ def run_train(params: Params, name: str, out: str | os.PathLike, *, plan: dict, 
         by_group = {data.group_names[k]: float((test_pred[:, data.test.group == k]
                                                 == data.test.y[data.test.group == k][None]).mean()) for k in range(K)}
         counts = np.bincount(data.test.y, minlength=data.n_classes)
+        present = [c for c in range(data.n_classes) if counts[c] > 0]
+        balanced = np.mean([(test_pred[:, data.test.y == c] == c).mean(1) for c in present], axis=0)  # [M]
         pred_share = np.bincount(test_pred.ravel(), minlength=data.n_classes) / test_pred.size
         info = {
             "run": name, "plan": plan, "n_models": bank.n_models, "m": len(idx), "R": design.R,
@@ -74,12 +76,25 @@ def run_train(params: Params, name: str, out: str | os.PathLike, *, plan: dict, 
             "class_names": list(data.class_names),
             "accuracy": {"mean": float(acc.mean()), "sd": float(acc.std(ddof=1)) if len(acc) > 1 else None,
                          "by_group": by_group, "majority_class_rate": float(counts.max() / counts.sum()),
-                         "largest_predicted_class_share": float(pred_share.max())},
+                         "largest_predicted_class_share": float(pred_share.max()),
+                         "balanced": float(balanced.mean())},
             "accounting": bank_accounting(bank.accounting),  # ε: the max over the bank's models; q: its range
+            "clipping": _clipping(bank, data.group_names),
         }
         (tmp / "train.json").write_text(json.dumps(jsonable(info), indent=1) + "\n")
     write_timings(params, f"train-{name}", timings)
     return info
+
+
+def _clipping(bank, group_names) -> dict | None:
+    """Per group: the fraction of its per-sample gradients that were clipped over training (pooled over the
+    bank's models) and the final bound (mean over models). A diagnostic outside ε; None for SGD."""
+    if not bank.clip_stats:
+        return None
+    clipped, seen = bank.clip_stats["clipped"].sum(0), bank.clip_stats["seen"].sum(0)
+    bounds = bank.policy_state["bounds"].mean(0)
+    return {name: {"clipped_fraction": float(clipped[k] / seen[k]) if seen[k] > 0 else None,
+                   "final_bound": float(bounds[k])} for k, name in enumerate(group_names)}
 
 
 def _train_looa(params, name, spec, la, data, design, path, progress) -> None:

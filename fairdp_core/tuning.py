@@ -1,0 +1,115 @@
+"""Choosing lr, epochs and clip per dataset and model on a validation split: tuning OUTSIDE ε.
+
+The prepared training split is cut once (seeded) into a fitting part (80%) and a validation part (20%); the test
+split and the audit are never looked at. For every setting of the grid, a bank of ``M`` models per algorithm and ε
+trains on the fitting part and is scored on the validation part: accuracy, balanced accuracy and the largest
+predicted-class share (the degenerate-model check: ≥ 0.99, or balanced accuracy < 0.52). The choice depends on
+private data and is not charged to any ε; reports that use it say so (STUDY.md §3: "tuning outside ε").
+
+    fairdp tune --dataset bank --model lr --lr 0.5 2 5 --epochs 5 20 --out reports/tuning/bank-lr.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+from pathlib import Path
+
+import numpy as np
+
+from .atomic import atomic_path
+
+__all__ = ["main", "validation_sweep"]
+
+
+def validation_sweep(data, model: str, *, grid: dict[str, list], algorithms: list[str], epsilons: list[float],
+                     base: dict, seed: int, M: int = 2, val_fraction: float = 0.2, progress: bool = True) -> list[dict]:
+    """One row per (setting, algorithm, ε): validation accuracy, balanced accuracy, top predicted-class share.
+
+    ``data``: prepared GroupedData; ``grid``: TrainSpec field -> values (their product is swept); ``base``: the
+    TrainSpec fields every run shares (e.g. batch_size, delta, the DP-SGD-S constants)."""
+    from tqdm.auto import tqdm
+
+    from .engine import TrainSpec, train_bank
+
+    tr = data.train
+    n = len(tr.y)
+    rng = np.random.default_rng(seed)
+    val = np.zeros(n, bool)
+    val[rng.permutation(n)[: int(round(val_fraction * n))]] = True
+    fit_idx = np.flatnonzero(~val)
+    X, y, g = tr.X[fit_idx], tr.y[fit_idx], tr.group[fit_idx]
+    Xv, yv = tr.X[val], tr.y[val]
+    keys = list(grid)
+    combos = list(itertools.product(*(grid[k] for k in keys)))
+    jobs = [(c, a, e) for c in combos for a in algorithms for e in ([None] if a == "sgd" else epsilons)]
+    rows = []
+    for combo, alg, eps in tqdm(jobs, desc=f"tune {model}", disable=not progress):
+        setting = dict(zip(keys, combo))
+        spec = TrainSpec(algorithm=alg, model=model, target_epsilon=eps, **{**base, **setting})
+        bank = train_bank(X, y, g, np.ones((M, len(y)), bool), spec, n_classes=data.n_classes,
+                          n_groups=data.n_groups, seed=seed, progress=False)
+        pred = bank.evaluate(Xv, yv)[1].argmax(-1)  # [M, n_val]
+        classes = [c for c in range(data.n_classes) if (yv == c).any()]
+        balanced = np.mean([(pred[:, yv == c] == c).mean(1) for c in classes], axis=0)
+        share = max(float((pred == c).mean()) for c in range(data.n_classes))
+        rows.append({**setting, "algorithm": alg, "epsilon": eps, "val_accuracy": float((pred == yv).mean()),
+                     "val_balanced_accuracy": float(balanced.mean()), "top_pred_share": share,
+                     "degenerate": bool(share >= 0.99 or balanced.mean() < 0.52)})
+    return rows
+
+
+def _num(s: str):
+    f = float(s)
+    return int(f) if f.is_integer() and "." not in s and "e" not in s.lower() else f
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="fairdp tune", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--params", default="params.yaml")
+    ap.add_argument("--dataset", required=True)
+    ap.add_argument("--model", default="lr")
+    ap.add_argument("--algorithms", nargs="+", default=["sgd", "dpsgd", "dpsgd_s"])
+    ap.add_argument("--epsilons", nargs="+", type=float, default=[1.0, 10.0])
+    ap.add_argument("--lr", nargs="+", default=None, help="values to sweep (default: train.lr)")
+    ap.add_argument("--epochs", nargs="+", default=None)
+    ap.add_argument("--clip", nargs="+", default=None)
+    ap.add_argument("--gamma", nargs="+", default=None, help="DP-SGD-S target quantile")
+    ap.add_argument("--models", type=int, default=2, help="models per bank (M)")
+    ap.add_argument("--out", default=None, help="JSON file (default: reports/tuning/<dataset>-<model>.json)")
+    args = ap.parse_args(argv)
+
+    import torch
+
+    from .config import load_params
+    from .data import load
+
+    params = load_params(args.params)
+    t = params.train
+    torch.set_num_threads(t.threads)
+    grid = {k: [_num(v) for v in getattr(args, k)] for k in ("lr", "epochs", "clip", "gamma")
+            if getattr(args, k) is not None}
+    base = {"batch_size": t.batch_size, "delta": t.delta, "accountant": t.accountant, "hidden": t.hidden,
+            "lr": t.lr, "epochs": t.epochs, "clip": t.clip, **t.dpsgd_s.model_dump()}
+    for k in grid:
+        base.pop(k, None)
+    data = load(params.resolve(params.data.prepared_dir) / args.dataset)
+    rows = validation_sweep(data, args.model, grid=grid, algorithms=args.algorithms, epsilons=args.epsilons,
+                            base=base, seed=params.seed, M=args.models)
+    out = Path(args.out) if args.out else params.resolve("reports/tuning") / f"{args.dataset}-{args.model}.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    doc = {"dataset": args.dataset, "model": args.model, "seed": params.seed, "base": base, "grid": grid,
+           "note": "tuning outside ε: chosen on a validation split of the training data (20%, seeded); test split "
+                   "and audit untouched", "rows": rows}
+    with atomic_path(out) as tmp:
+        Path(tmp).write_text(json.dumps(doc, indent=1) + "\n")
+    w = max(len(k) for k in grid) if grid else 0
+    for r in rows:
+        setting = " ".join(f"{k}={r[k]}" for k in grid).ljust(w + 20)
+        eps = "—" if r["epsilon"] is None else f"{r['epsilon']:g}"
+        print(f"{setting} {r['algorithm']:>20} ε={eps:>4}  acc {100 * r['val_accuracy']:.2f}%  balanced "
+              f"{r['val_balanced_accuracy']:.3f}  top share {r['top_pred_share']:.3f}{'  DEGENERATE' if r['degenerate'] else ''}")
+    print(f"wrote {out}")
+    return 0
