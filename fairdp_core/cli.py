@@ -135,9 +135,11 @@ def exp_run(assignments: list[str], *, queue: bool = False, name: str | None = N
 
 
 def _merge(base: dict, over: dict) -> dict:
+    """``over`` laid on ``base``, mappings merged key by key; an EMPTY mapping in ``over`` replaces (``overrides: {}``
+    means none, not "keep the default profile's")."""
     out = dict(base)
     for k, v in over.items():
-        out[k] = _merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
+        out[k] = _merge(out[k], v) if isinstance(v, dict) and v and isinstance(out.get(k), dict) else v
     return out
 
 
@@ -246,7 +248,11 @@ def _cmd_exp(args: argparse.Namespace) -> int:
 def _cmd_pilot_summary(args: argparse.Namespace) -> int:
     from .reporting import pilot_summary
 
-    print(pilot_summary(load_params(args.params)))
+    from .stages.plan import train_plan
+
+    params = load_params(args.params)
+    effective = {n: train_plan(params, n)["spec"] for n in params.runs}
+    print(pilot_summary(params, name=args.name, effective=effective))
     return 0
 
 
@@ -338,6 +344,7 @@ def main(argv: list[str] | None = None) -> int:
     i = sub.add_parser("index", help="write reports/index.html and reports/metrics.json")
     i.set_defaults(func=_cmd_index)
     pi = sub.add_parser("pilot-summary", help="between-seed SDs and seeds for power from the pilot profile")
+    pi.add_argument("--name", default="pilot", help="writes reports/paper/<NAME>.json (default: pilot)")
     pi.set_defaults(func=_cmd_pilot_summary)
     cv = sub.add_parser("coverage", help="simulate the audit's intervals and tests (reports/coverage/)")
     cv.add_argument("--studies", type=int, default=1000, help="simulated audits per cell")

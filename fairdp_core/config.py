@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, get_args
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
@@ -132,12 +132,14 @@ class NonprivateSConfig(_Strict):
 
 
 class TrainOverride(_Strict):
-    """Per ``<dataset>-<model>`` changes to the training defaults."""
+    """Per ``<dataset>-<model>`` changes to the training defaults; a ``<dataset>-<model>-<algorithm>`` entry
+    changes them for one algorithm (each algorithm at its own tuned setting) and wins over the first."""
 
     epochs: Positive | None = None
     batch_size: PositiveInt | None = None
     lr: Positive | None = None
     clip: Positive | None = None
+    gamma: Fraction | None = None  # DP-SGD-S's target quantile for this dataset and model
 
 
 class TrainConfig(_Strict):
@@ -287,9 +289,12 @@ class Params(_Strict):
         if self.sweep is not None and self.sweep.dataset not in self.data.datasets:
             raise ValueError(f"sweep.dataset: {self.sweep.dataset!r} is not configured under data.datasets")
         for key in self.train.overrides:
-            ds, _, model = key.partition("-")
-            if ds not in self.data.datasets or model not in ("lr", "mlp", "cnn"):
-                raise ValueError(f"train.overrides.{key}: expected '<dataset>-<model>' of a configured dataset")
+            ds, _, rest = key.partition("-")
+            model, _, alg = rest.partition("-")
+            if ds not in self.data.datasets or model not in get_args(ModelName) or (alg and alg not in
+                                                                                       get_args(Algorithm)):
+                raise ValueError(f"train.overrides.{key}: expected '<dataset>-<model>' or "
+                                 "'<dataset>-<model>-<algorithm>' of a configured dataset")
         for name in self.audit.looa.runs:
             if name not in self.runs:
                 raise ValueError(f"audit.looa.runs: {name!r} is not one of the runs")

@@ -436,6 +436,26 @@ def _pilot_block(pilot: dict) -> str:
                            f"detectable effect with these seeds is {d['mde_80']:.2f} pp")
             items.insert(0, f"<li>Verdict on the paper's claim for {cfg} (at this pilot's design, not 2R = 400): "
                             f"{verdict}.</li>")
+        for rule, res in c.get("paired_rules", {}).items():
+            if rule == "dpsgd_s":
+                continue
+            parts = [f"{what} {res[key]['mean_diff']:+.2f} [{res[key]['lo']:+.2f}, {res[key]['hi']:+.2f}] "
+                     f"(p = {res[key]['p_sign_flip']:.3f})" for key, what in
+                     (("delta_pp", "Δ cross-fitted"), ("contrast_pp", "contrast"), ("delta_in_sample_pp",
+                                                                                   "Δ in-sample")) if key in res]
+            d = res.get("delta_pp")
+            direction = ("" if not d else " It lowers Δ, the paper's direction." if d["hi"] < 0 else
+                         " It raises Δ, against the paper." if d["lo"] > 0 else " Its Δ change is not distinguishable from 0.")
+            acc = res.get("accuracy")
+            acc_s = "" if not acc else f"; accuracy {100 * acc['mean_diff']:+.2f} pp"
+            items.append(f"<li>{cfg}, {ALGORITHM_LABELS.get(rule, rule)} − DP-SGD over {d['n_seeds'] if d else '?'} "
+                         f"paired seeds, pp [95% CI]: {'; '.join(parts)}{acc_s}.{direction}</li>")
+        clipped = {a: v for a, v in (c.get("clipped_fraction") or {}).items() if v}
+        if clipped:
+            items.append("<li>Share of per-sample gradients clipped during training, per group: " + "; ".join(
+                f"{ALGORITHM_LABELS.get(a, a)} " + ", ".join(f"{g} {100 * x:.0f}%" for g, x in v.items())
+                for a, v in clipped.items()) + " (a diagnostic outside ε; a group bound matters only where "
+                "clipping binds).</li>")
         need = "; ".join(f"{k} ({v['effect_pp']:+.2f} pp): {v['cross_fit'] or '> 10,000'} seeds cross-fitted, "
                          f"{v['in_sample'] or '> 10,000'} in-sample" for k, v in c["seeds_for_80_power"].items())
         items.append(f"<li>Seeds for 80% power at the paper's effects, from this SD of the paired difference: {need}. "
@@ -443,30 +463,45 @@ def _pilot_block(pilot: dict) -> str:
     return (f"<h2>Power pilot ({html.escape(pilot['design'])})</h2><ul>{''.join(items)}</ul>")
 
 
-def pilot_summary(params: Params) -> Path:
+def pilot_summary(params: Params, name: str = "pilot", effective: dict[str, dict] | None = None) -> Path:
     """The power pilot (profiles/pilot.yaml): per seed Δ (cross-fitted and in-sample) and the contrast for DP-SGD and
     DP-SGD-S; their between-seed SDs, the SD of the paired difference, the seeds each paper effect needs for 80%
-    power, and the minimal detectable effect at the seeds run. Written to reports/paper/pilot.json."""
+    power, and the minimal detectable effect at the seeds run; the same paired comparison for the paper code's rules;
+    per-group clipped fractions. Written to reports/paper/<name>.json. ``effective``: each run's TrainSpec fields
+    (the plan stage's, after overrides); the design line states them."""
     if params.profile != "pilot":
         raise ConfigError(f"params.yaml is the {params.profile!r} profile; run `make repro PROFILE=pilot` first")
     runs = {k: v.model_dump() for k, v in params.runs.items() if v.tau is None}
     df = run_table(load_summaries(params.resolve("results/audit"), runs), runs)
-    out: dict[str, object] = {"design": f"m = {params.audit.m}, 2R = {2 * params.audit.R}, {params.train.epochs:g} "
-                              f"epochs, batch {params.train.batch_size}, lr {params.train.lr:g}, clip "
-                              f"{params.train.clip:g}, commit {_commit(params.base_dir)}", "configs": {}}
+    # the EFFECTIVE settings (run -> TrainSpec fields after every override, as the plan stage wrote them)
+    t = params.train
+    eff = effective or {n: {"lr": t.lr, "epochs": t.epochs, "clip": t.clip} for n in runs}
+    lrs = sorted({e["lr"] for e in eff.values()})
+    epochs = sorted({e["epochs"] for e in eff.values()})
+    clips = sorted({e["clip"] for e in eff.values() if "clip" in e})
+    out: dict[str, object] = {"design": f"m = {params.audit.m}, 2R = {2 * params.audit.R}, epochs "
+                              f"{'/'.join(f'{x:g}' for x in epochs)}, batch {params.train.batch_size}, lr "
+                              f"{'/'.join(f'{x:g}' for x in lrs)}, clip {'/'.join(f'{x:g}' for x in clips)} "
+                              f"(effective settings), commit {_commit(params.base_dir)}", "configs": {}}
     for (ds, model, eps), g in df.groupby(["dataset", "model", "epsilon"], sort=True):
-        cfg: dict[str, object] = {"per_seed": {}, "sd": {}, "paired": {}}
+        cfg: dict[str, object] = {"per_seed": {}, "sd": {}, "paired": {}, "paired_rules": {},
+                                  "clipped_fraction": {a: _mean_clipped(ga) for a, ga in
+                                                       g[g.attack == "alooa_cross_fit"].groupby("algorithm")}}
         for attack, col, key in (("alooa_cross_fit", "delta_pp", "delta_pp"), ("alooa_cross_fit", "contrast_pp",
                                  "contrast_pp"), ("alooa_in_sample", "delta_pp", "delta_in_sample_pp"),
                                  ("alooa_cross_fit", "accuracy", "accuracy")):
             w = g[g.attack == attack].pivot(index="seed", columns="algorithm", values=col).sort_index()
             cfg["per_seed"][key] = {a: w[a].tolist() for a in w.columns}
             cfg["sd"][key] = {a: float(w[a].std(ddof=1)) for a in w.columns}
-            if {"dpsgd", "dpsgd_s"} <= set(w.columns):
-                d = (w["dpsgd_s"] - w["dpsgd"]).dropna().to_numpy()
-                r = paired_seed_comparison(w["dpsgd_s"].dropna().to_numpy(), w["dpsgd"].dropna().to_numpy())
-                r["mde_80"] = minimal_detectable_effect(float(d.std(ddof=1)), len(d))
-                cfg["paired"][key] = r
+            for rule in ("dpsgd_s", "dpsgd_s_paper", "dpsgd_s_paper_code"):
+                if {"dpsgd", rule} <= set(w.columns):
+                    pair = w[["dpsgd", rule]].dropna()
+                    d = (pair[rule] - pair["dpsgd"]).to_numpy()
+                    r = paired_seed_comparison(pair[rule].to_numpy(), pair["dpsgd"].to_numpy())
+                    r["mde_80"] = minimal_detectable_effect(float(d.std(ddof=1)), len(d))
+                    cfg["paired_rules"].setdefault(rule, {})[key] = r
+                    if rule == "dpsgd_s":
+                        cfg["paired"][key] = r
         sd_d = cfg["paired"].get("delta_pp", {}).get("sd")
         sd_in = cfg["paired"].get("delta_in_sample_pp", {}).get("sd")
         cfg["seeds_for_80_power"] = {
@@ -474,7 +509,7 @@ def pilot_summary(params: Params) -> Path:
                    "in_sample": seeds_for_power(sd_in, eff) if sd_in else None, "effect_pp": eff}
             for name, eff in PAPER_EFFECTS_PP.items()}
         out["configs"][f"{ds}-{model}-e{eps:g}"] = cfg
-    path = params.resolve("reports/paper") / "pilot.json"
+    path = params.resolve("reports/paper") / f"{name}.json"
     _atomic_write(path, json.dumps(out, indent=1, default=float) + "\n")
     return path
 

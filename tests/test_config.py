@@ -32,6 +32,8 @@ def test_project_params_are_valid():
         ({"data.datasets.mnist.train_size": -3}, "data.datasets.mnist.train_size:"),
         ({"data.datasets.adullt": {}}, "datasets.adullt: unknown dataset"),
         ({"data.datasets.adult.group": "colour"}, "datasets.adult.group: unknown group attribute 'colour'"),
+        ({"train.overrides.adult-lr-dpsgd_z": {"lr": 1.0}}, "train.overrides.adult-lr-dpsgd_z: expected"),
+        ({"train.overrides.adult-lr.gamma": 1.5}, "train.overrides.adult-lr.gamma:"),
     ],
 )
 def test_bad_params_name_key_and_file(write_params, overrides, needle):

@@ -51,9 +51,18 @@ def test_profiles_are_valid(project, profile):
     if profile == "paper":
         assert p.audit.R == 200 and p.train.epochs == 20 and p.train.batch_size == 256 and p.train.lr == 0.1
         assert p.audit.m == "all" and p.train.clip == 5.0 and "law_paper" in p.data.datasets
-        assert sum(1 for r in p.runs.values() if r.dataset == "adult") == 16 * (1 + 2 * 2)
+        assert sum(1 for r in p.runs.values() if r.dataset == "adult") == 16 * (1 + 4 * 2)
     if profile == "pilot":
-        assert p.audit.m == "all" and p.audit.R == 50 and len(p.runs) == 20
+        assert p.audit.m == "all" and p.audit.R == 50 and len(p.runs) == 8 * 4
+    if profile in ("pilot", "paper"):
+        # the paper's lr and bound reach every run: the profile's `overrides: {}` clears the default profile's
+        # per-dataset overrides (it once merged them in, and the first pilot ran Adult at lr 0.5)
+        from fairdp_core.stages.plan import train_plan
+
+        assert not p.train.overrides
+        for name in p.runs:
+            spec = train_plan(p, name)["spec"]
+            assert spec["lr"] == 0.1 and spec["epochs"] == 20 and spec.get("clip", 5.0) == 5.0, name
 
 
 def test_committed_params_are_the_default_profile(project):

@@ -169,8 +169,14 @@ _RULES = {  # assignment -> (which train plans change: run name -> bool, do the 
     "audit.n_perm=200": (lambda r: False, True),           # statistics only: no training
     "audit.n_boot=200": (lambda r: False, False),          # the outcome-fairness report's resamples only
     # τ: the DP-SGD-S runs (and the non-private variant) without their own τ; the sweep's runs carry theirs
-    "train.dpsgd_s.tau=2.0": (lambda r: "-dpsgd_s" in r and "-t" not in r.split("-e")[-1], False),
+    "train.dpsgd_s.tau=2.0": (lambda r: r.split("-")[2] in ("dpsgd_s", "dpsgd_s_nonprivate")
+                              and "-t" not in r.split("-e")[-1], False),
     "train.overrides.law_paper-lr.lr=0.2": (lambda r: r.startswith("law_paper-lr-"), False),
+    # an algorithm's own override wins over its dataset-model one, and reaches that algorithm only
+    "train.overrides.utkface-cnn-dpsgd_s.lr=0.05": (lambda r: r.startswith("utkface-cnn-dpsgd_s-"), False),
+    "train.overrides.utkface-cnn.lr=0.7": (lambda r: r.startswith("utkface-cnn-dpsgd-"), False),
+    # γ: DP-SGD-S's only (the paper rule and DP-SGD do not use it)
+    "train.overrides.bank-lr.gamma=0.8": (lambda r: r.startswith("bank-lr-dpsgd_s-"), False),
 }
 
 

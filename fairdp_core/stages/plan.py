@@ -32,9 +32,13 @@ def train_plan(params: Params, name: str) -> dict[str, object]:
     """The effective training settings of run ``name`` (JSON-serialisable; keys in a fixed order)."""
     run = params.runs[name]
     t = params.train
-    o = t.overrides.get(f"{run.dataset}-{run.model}")
-    pick = {k: getattr(o, k) if o is not None and getattr(o, k) is not None else getattr(t, k)
-            for k in _SPEC_FROM_TRAIN}
+    layers = [t.overrides.get(f"{run.dataset}-{run.model}-{run.algorithm}"), t.overrides.get(f"{run.dataset}-{run.model}")]
+
+    def override(key: str, default):
+        """The algorithm's own override, else the dataset-model one, else ``default``."""
+        return next((getattr(o, key) for o in layers if o is not None and getattr(o, key) is not None), default)
+
+    pick = {k: override(k, getattr(t, k)) for k in _SPEC_FROM_TRAIN}
     s, ns = t.dpsgd_s, t.dpsgd_s_nonprivate
     spec = {"algorithm": run.algorithm, "model": run.model, **pick}
     if run.model == "mlp":
@@ -44,8 +48,8 @@ def train_plan(params: Params, name: str) -> dict[str, object]:
     if run.algorithm != "sgd":
         spec.update(target_epsilon=run.epsilon, delta=t.delta, accountant=t.accountant)
     if run.algorithm in ("dpsgd_s", "dpsgd_s_nonprivate"):
-        spec.update(tau=run.tau if run.tau is not None else s.tau,
-                    gamma=run.gamma if run.gamma is not None else s.gamma, c_min=s.c_min, q_init=s.q_init)
+        gamma = run.gamma if run.gamma is not None else override("gamma", s.gamma)
+        spec.update(tau=run.tau if run.tau is not None else s.tau, gamma=gamma, c_min=s.c_min, q_init=s.q_init)
     if run.algorithm == "dpsgd_s":
         spec.update(eta_q=s.eta_q, sigma_b=s.sigma_b, q_max=s.q_max, count_floor=s.count_floor)
     if run.algorithm == "dpsgd_s_nonprivate":
