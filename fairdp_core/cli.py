@@ -13,7 +13,8 @@
     fairdp train NAME                   train the bank and its signals, results/train/<name>/
     fairdp attack NAME                  every attack and its statistics, results/audit/<name>/
     fairdp audit NAME                   plan, train and attack one run
-    fairdp coverage [--studies N]       coverage of the audit's intervals by simulation, reports/coverage/
+    fairdp coverage [--studies N] [--attacks]
+                                        coverage of the audit's intervals by simulation, reports/coverage/
     fairdp tune --dataset D [--lr ...]  lr/epochs/clip/γ on a validation split (tuning outside ε), reports/tuning/
     fairdp report NOTEBOOK              run notebooks/<NOTEBOOK>.py with papermill, render reports/<NOTEBOOK>.html
     fairdp index                        write reports/index.html (main table) and reports/metrics.json
@@ -257,8 +258,12 @@ def _cmd_pilot_summary(args: argparse.Namespace) -> int:
 
 
 def _cmd_coverage(args: argparse.Namespace) -> int:
-    from .audit.simulate import coverage_study, write_coverage
+    from .audit.simulate import attack_coverage_study, coverage_study, write_attack_coverage, write_coverage
 
+    if args.attacks:  # PA-GA, PA-GBA, LiRA: thresholds fitted on the audit itself (2R = 16 and 100)
+        df = attack_coverage_study(args.studies, n_truth=args.studies, two_r=(16, 100), seed=args.seed)
+        print(write_attack_coverage(df, args.out))
+        return 0
     df = coverage_study(args.studies, seed=args.seed)
     print(write_coverage(df, args.out))
     return 0
@@ -350,6 +355,7 @@ def main(argv: list[str] | None = None) -> int:
     cv.add_argument("--studies", type=int, default=1000, help="simulated audits per cell")
     cv.add_argument("--seed", type=int, default=20251010)
     cv.add_argument("--out", default="reports/coverage")
+    cv.add_argument("--attacks", action="store_true", help="PA-GA, PA-GBA and LiRA instead (attack_coverage.md)")
     cv.set_defaults(func=_cmd_coverage)
     tu = sub.add_parser("tune", add_help=False,
                         help="lr/epochs/clip/γ per dataset on a validation split (tuning outside ε); --help for more")

@@ -89,6 +89,8 @@ BREAKAGES = (
     Breakage("paper rule: the group sums not paid for", "fairdp_core/engine/trainer.py",
              "return split_sigma(sigma_eff, sigma_s, sigma_b), sigma_b, sigma_s, sigma_eff",
              "return split_sigma(sigma_eff, sigma_b), sigma_b, sigma_s, sigma_eff"),
+    Breakage("paper rule: statistics clipped at the group bounds, not C0", "fairdp_core/engine/trainer.py",
+             "f = policy.sum_factors(norms) * w", "f = clip_factors(norms, gb, policy.bounds()) * w"),
     Breakage("paper rule: bounds from the exact statistics", "fairdp_core/engine/policies.py",
              "self._b = self.bounds_from_release(noisy_sums, self.released_counts)",
              "self._b = self.bounds_from_release(sums, counts)"),

@@ -89,7 +89,8 @@ def test_paper_rule_release_noise_is_sigma_s_c0_and_sigma_b():
 def test_paper_rule_statistics_are_per_group_sums_of_gradients_clipped_at_c0(algorithm, monkeypatch):
     """The first step's per-group sums, captured from the trainer, equal an autograd loop over the same Poisson
     batch: each sample's gradient clipped at C0 = 0.05 (most clip: the DP variant's sensitivity is C0) or not at
-    all (the code's variant), summed over the group's samples (atol 1e-5)."""
+    all (the code's variant), summed over the group's samples (atol 1e-5). The group bounds are set to s·C0 before
+    the step, so statistics clipped at the group bounds instead of C0 would fail."""
     rng = np.random.default_rng(2)
     n, d, M, B, C0, seed = 200, 4, 2, 40, 0.05, 5
     X = rng.normal(size=(n, d)).astype(np.float32)
@@ -100,6 +101,13 @@ def test_paper_rule_statistics_are_per_group_sums_of_gradients_clipped_at_c0(alg
     original = cls.observe_sums
     monkeypatch.setattr(cls, "observe_sums", lambda self, sums, gr, w: (captured.append(sums.clone()),
                                                                        original(self, sums, gr, w)))
+    init = cls.__init__
+
+    def wide_bounds(self, *a, **kw):  # group bounds s·C0 ≠ C0 from the start: the statistics must still use C0
+        init(self, *a, **kw)
+        self._b = torch.full_like(self._b, 2.0 * self.c0)
+
+    monkeypatch.setattr(cls, "__init__", wide_bounds)
     spec = TrainSpec(algorithm=algorithm, model="mlp", hidden=6, epochs=B / n * 0.8, batch_size=B, lr=0.3, clip=C0,
                      noise_multiplier=1.0, sigma_b=10.0)
     bank = train_bank(X, y, g, mem, spec, n_classes=2, n_groups=2, seed=seed, progress=False)

@@ -28,7 +28,8 @@ from .attacks import cross_fit_advantage
 from .inference import cross_fit_contributions, group_inference, studentized_permutation_pvalue
 from .stats import pool_over_seeds
 
-__all__ = ["SimModel", "coverage_study", "draw_records", "simulate_audit", "true_gpr", "write_coverage"]
+__all__ = ["SimModel", "attack_coverage_study", "coverage_study", "draw_records", "simulate_audit", "true_gpr",
+           "write_attack_coverage", "write_coverage"]
 
 SIZES = {"2:1": (400, 200), "5:1": (500, 100), "10 groups": (60,) * 10}
 DELTAS_PP = (0.0, 0.1, 0.5, 2.0)
@@ -184,6 +185,94 @@ def coverage_study(n_studies: int = 1000, *, sizes=None, deltas_pp=DELTAS_PP, tw
                      "reject_wald_holm": rej_wald / n_studies, "reject_permutation": rej_perm / n_studies})
         bar.set_postfix(cov=f"{cov_d / n_studies:.3f}")
     return pd.DataFrame(rows)
+
+
+ATTACK_SIZES = {"2:1": (400, 200), "5:1": (500, 100), "5 groups": (200, 100, 100, 50, 50)}
+
+
+def _attack_contributions(scores: np.ndarray, mem: np.ndarray, g: np.ndarray) -> dict[str, np.ndarray]:
+    """[M, m] contributions of the thresholded attacks exactly as the attack stage builds them (φ = the score)."""
+    from .attacks import ga_predictions, gba_predictions, lira_scores
+    from .inference import prediction_contributions
+
+    return {"ga": prediction_contributions(ga_predictions(scores, mem), mem),
+            "gba": prediction_contributions(gba_predictions(scores, mem, g), mem),
+            "lira_online": prediction_contributions(lira_scores(scores, mem, mode="online") >= 0, mem),
+            "lira_offline": prediction_contributions(lira_scores(scores, mem, mode="offline") >= 0, mem)}
+
+
+def attack_coverage_study(n_studies: int = 1000, *, n_truth: int = 1000, sizes=None, two_r=TWO_R,
+                          gaps=(0.0, 0.5), alpha: float = 0.05, model: SimModel = SimModel(), seed: int = 1,
+                          progress: bool = True) -> pd.DataFrame:
+    """Coverage of the per-group GPR and first-vs-last contrast intervals of PA-GA, PA-GBA and LiRA (online,
+    offline), whose thresholds or Gaussians are fitted on the audit itself. Their estimand is the expected
+    advantage of the attack PROCEDURE at this design (its thresholds refitted on every audit), so the truth is the
+    mean of the per-group estimates over ``n_truth`` independent audits of the same cell (its Monte Carlo error is
+    about 1/√n_truth of an estimate's SD). ``gaps``: the first group's leakage is (1 + gap) × the others'."""
+    from tqdm.auto import tqdm
+
+    sizes = sizes or ATTACK_SIZES
+    rows = []
+    cells = list(itertools.product(two_r, sizes.items(), gaps))
+    for two, (size_name, sz), gap in tqdm(cells, desc="attack coverage cells", disable=not progress):
+        R, K = two // 2, len(sz)
+        leaks = np.full(K, model.base_leak)
+        leaks[0] *= 1 + gap
+        rng = np.random.default_rng([seed, two, K, int(round(gap * 100)), sz[0]])
+        per = {"truth": [], "study": []}
+        for phase, n in (("truth", n_truth), ("study", n_studies)):
+            for _ in range(n):
+                s, mem, g = simulate_audit(rng, leaks, sz, R, model)
+                out = {}
+                for attack, c in _attack_contributions(s, mem, g).items():
+                    if phase == "truth":
+                        adv = c.sum(0)
+                        out[attack] = np.array([adv[g == k].mean() for k in range(K)])
+                    else:
+                        res = group_inference(c, g, K, alpha=alpha)
+                        out[attack] = (res, _first_last(res, K))
+                per[phase].append(out)
+        for attack in per["truth"][0]:
+            truth = np.mean([t[attack] for t in per["truth"]], axis=0)
+            d_true = truth[0] - truth[K - 1]
+            hit_g = np.zeros(K)
+            hit_c = 0
+            for out in per["study"]:
+                res, r01 = out[attack]
+                hit_g += (res["gpr_lo"] <= truth) & (truth <= res["gpr_hi"])
+                hit_c += int(r01["lo"] <= d_true <= r01["hi"])
+            rows.append({"attack": attack, "two_R": two, "sizes": size_name, "gap": gap, "n_studies": n_studies,
+                         "true_gpr_first_pp": 100 * truth[0], "true_contrast_pp": 100 * d_true,
+                         "cover_gpr": float(hit_g.min() / n_studies), "cover_contrast": hit_c / n_studies})
+    return pd.DataFrame(rows)
+
+
+def write_attack_coverage(df: pd.DataFrame, out: str | os.PathLike) -> Path:
+    """attack_coverage.csv and attack_coverage.md (atomically) in ``out``."""
+    from ..atomic import write_text
+
+    out = Path(out)
+    write_text(out / "attack_coverage.csv", df.to_csv(index=False))
+    cols = list(df.columns.drop("n_studies"))
+    low = df.groupby("attack")[["cover_gpr", "cover_contrast"]].min()
+    worst = "; ".join(f"{a} GPR {r.cover_gpr:.3f}, contrast {r.cover_contrast:.3f}" for a, r in low.iterrows())
+    md = "\n".join(["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols),
+                    *("| " + " | ".join(f"{v:.3f}" if isinstance(v, float) else str(v) for v in row) + " |"
+                      for row in df[cols].itertuples(index=False))])
+    write_text(out / "attack_coverage.md", "# Coverage of PA-GA, PA-GBA and LiRA's 95% intervals\n\n"
+               f"{df['n_studies'].iloc[0]} simulated audits per cell (`fairdp coverage --attacks`; the score model "
+               "of coverage.md, φ = the score). These attacks fit thresholds (GA: one per model; GBA: one per model "
+               "and group) or Gaussians (LiRA, on the other fold's models) on the audit itself, so the estimand is "
+               "the expected advantage of the procedure at this design: the truth is the mean estimate over as many "
+               "independent audits of the cell. cover_gpr: the worst group's GPR interval; cover_contrast: GPR_first "
+               "− GPR_last (Bonferroni over the pairs when there are more than two groups). Monte Carlo SE of a "
+               "coverage near 0.95: 0.007 at 1,000 audits.\n\n"
+               f"Worst cell per attack: {worst}. Online LiRA's per-group GPR intervals undercover (down to 0.86): "
+               "its Gaussians, fitted on the other fold's models, are an error shared by every record of a fold, "
+               "which cancels in a contrast (those cover) but not in a group's level. The reports therefore show "
+               "per-group GPR intervals for PA-ALOOA only; for PA-GA, PA-GBA and LiRA they show the contrast-based "
+               "test of 'some group differs', whose intervals cover.\n\n" + md + "\n")
+    return out
 
 
 def write_coverage(df: pd.DataFrame, out: str | os.PathLike) -> Path:
