@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import html
 import json
+import re
 import shutil
 import subprocess
 import tempfile
@@ -413,19 +414,24 @@ RULES = {"dpsgd_s": "quantile rule (the study's DP-SGD-S)", "dpsgd_s_paper": "th
          "dpsgd_s_paper_code": "the paper's code as it is (not guaranteed)"}
 
 
-def claim_verdict(d: dict | None, *, fallback_sd: float | None = None) -> tuple[str, float | None]:
+def claim_verdict(d: dict | None, *, fallback_sd: float | None = None, alpha: float = 0.05) -> tuple[str, float | None]:
     """(verdict, minimal detectable effect in pp) for a paired DP-SGD-S − DP-SGD difference of Δ: "contradicted"
-    when its 95% interval lies above 0 (Δ rises where the paper reports a fall), "reproduced (direction)" when it
-    lies below 0, else "inconclusive" with the smallest effect 80% power would detect at these seeds (from the
-    measured SD of the paired differences; with one seed from ``fallback_sd``, another study's SD, when given)."""
+    when its 95% interval lies above 0 (Δ rises where the paper reports a fall) and the exact sign-flip test
+    rejects, "reproduced (direction)" when both say it lies below 0, else "inconclusive" (also whenever the seeds
+    are too few for the sign-flip test to reject at ``alpha``) with the smallest effect 80% power would detect at
+    these seeds (from the measured SD of the paired differences; with one seed from ``fallback_sd``, another
+    study's SD, when given)."""
     if not d:
         return "not run", None
     n = d.get("n_seeds", 0)
     sd = d.get("sd") if n >= 2 else fallback_sd
     mde = minimal_detectable_effect(float(sd), max(n, 2)) if sd is not None and np.isfinite(sd) else None
-    if n >= 2 and d["lo"] > 0:
+    # a verdict needs the exact sign-flip test to be able to reject: 2/2^S < α, i.e. at least 6 seeds; with fewer
+    # a t interval over seeds rests on normality alone (one degree of freedom at 2 seeds)
+    decidable = n >= 2 and d.get("p_min", 1.0) < alpha and d.get("p_sign_flip", 1.0) < alpha
+    if decidable and d["lo"] > 0:
         return "contradicted", mde
-    if n >= 2 and d["hi"] < 0:
+    if decidable and d["hi"] < 0:
         return "reproduced (direction)", mde
     return "inconclusive", mde
 
@@ -450,9 +456,11 @@ def _claims_section(params: Params) -> str:
         for p in pilots:
             cfg = p["configs"].get(f"{ds}-{model}-e{eps:g}")
             if cfg:
+                # the design line without its commit and notes (in parentheses); the full line is in the pilot's block
+                short = re.sub(r" \([^()]*\)", "", p["design"]).split(", commit")[0]
                 for rule in RULES:
                     res = cfg.get("paired_rules", {}).get(rule) or (cfg.get("paired") if rule == "dpsgd_s" else None)
-                    evidence.append((f"pilot: {p['design']}", rule, {**res, "dataset": ds} if res else None))
+                    evidence.append((f"pilot: {short}", rule, {**res, "dataset": ds} if res else None))
         for source, rule, c in evidence:
             d = (c or {}).get("delta_pp")
             if d is None:
@@ -474,9 +482,10 @@ def _claims_section(params: Params) -> str:
     return ("<h2>The paper's claims: verdicts</h2><p>Claim: at ε = 10, DP-SGD-S lowers the group disparity Δ against "
             "DP-SGD, at a small accuracy cost. Each row pairs a DP-SGD-S rule with DP-SGD over the same seeds (same "
             "audit designs and sampling streams): the mean difference of the cross-fitted Δ in pp with its 95% t "
-            "interval over seeds and the exact sign-flip p. <b>Contradicted</b>: the interval lies above 0; "
-            "<b>reproduced (direction)</b>: below 0; <b>inconclusive</b>: it holds 0, with the smallest effect these "
-            "seeds would detect. The paper's effects are −0.10 (Adult), −0.18 (Law) and −0.63 pp (MNIST-CNN).</p>"
+            "interval over seeds and the exact sign-flip p. <b>Contradicted</b>: the interval lies above 0 and the "
+            "sign-flip test rejects; <b>reproduced (direction)</b>: both below 0; <b>inconclusive</b>: otherwise, "
+            "and always with fewer than 6 seeds (the sign-flip test cannot go below 2/2^S), with the smallest effect "
+            "these seeds would detect. The paper's effects are −0.10 (Adult), −0.18 (Law) and −0.63 pp (MNIST-CNN).</p>"
             "<table><caption>DP-SGD-S − DP-SGD at ε = 10: Δ (cross-fitted, pp) and accuracy (pp), by rule and "
             "source</caption><tr><th>claim</th><th>paper</th><th>DP-SGD-S rule</th><th>evidence</th><th>seeds</th>"
             "<th>Δ difference pp [95% CI]</th><th>accuracy difference pp</th><th>verdict</th></tr>"
