@@ -327,8 +327,7 @@ def test_paper_snapshot_and_index_comparison(project):
 def test_claim_verdicts_by_hand():
     """The verdict rules on hand-made paired differences: interval above 0 (and the sign-flip test rejecting)
     contradicts the paper's fall, below 0 reproduces its direction, too few seeds or across 0 is inconclusive with the MDE from the measured SD ((t(0.975, 7) + t(0.8, 7))
-    · 0.13 / √8 = (2.3646 + 0.8960) · 0.04596 = 0.1499 pp); one seed is inconclusive, its MDE (2 seeds) from the
-    fallback SD; no evidence is "not run"."""
+    · 0.13 / √8 = (2.3646 + 0.8960) · 0.04596 = 0.1499 pp); below 6 seeds no MDE; no evidence is "not run"."""
     from fairdp_core.reporting import claim_verdict
 
     exact = {"p_sign_flip": 0.0078, "p_min": 0.0078}
@@ -339,9 +338,13 @@ def test_claim_verdicts_by_hand():
                          )[0] == "inconclusive"
     verdict, mde = claim_verdict({"n_seeds": 8, "sd": 0.13, "lo": -0.1, "hi": 0.1, "p_sign_flip": 0.9, "p_min": 0.0078})
     assert verdict == "inconclusive" and mde == pytest.approx(0.1499, abs=2e-4)
-    verdict, mde = claim_verdict({"n_seeds": 1, "mean_diff": -0.4}, fallback_sd=0.13)
-    assert verdict == "inconclusive" and mde == pytest.approx((12.7062 + 1.3764) * 0.13 / 2 ** 0.5, rel=1e-3)
+    # above 16 seeds there is no p_min (any α attainable): a verdict still needs p < α
+    assert claim_verdict({"n_seeds": 20, "sd": 0.1, "lo": 0.1, "hi": 0.2, "p_sign_flip": 0.001, "p_min": None}
+                         )[0] == "contradicted"
     assert claim_verdict({"n_seeds": 1, "mean_diff": -0.4}) == ("inconclusive", None)
+    # fewer than 6 seeds: no power statement either (the verdict rule cannot reject at all)
+    assert claim_verdict({"n_seeds": 5, "sd": 0.1, "lo": -0.3, "hi": -0.1, "p_sign_flip": 0.0625, "p_min": 0.0625}
+                         ) == ("inconclusive", None)
     assert claim_verdict(None) == ("not run", None)
 
 
