@@ -248,7 +248,6 @@ def _cmd_exp(args: argparse.Namespace) -> int:
 
 def _cmd_pilot_summary(args: argparse.Namespace) -> int:
     from .reporting import pilot_summary
-
     from .stages.plan import train_plan
 
     params = load_params(args.params)

@@ -109,7 +109,8 @@ def main(argv: list[str] | None = None) -> int:
     for r in rows:
         setting = " ".join(f"{k}={r[k]}" for k in grid).ljust(w + 20)
         eps = "—" if r["epsilon"] is None else f"{r['epsilon']:g}"
+        flag = "  DEGENERATE" if r["degenerate"] else ""
         print(f"{setting} {r['algorithm']:>20} ε={eps:>4}  acc {100 * r['val_accuracy']:.2f}%  balanced "
-              f"{r['val_balanced_accuracy']:.3f}  top share {r['top_pred_share']:.3f}{'  DEGENERATE' if r['degenerate'] else ''}")
+              f"{r['val_balanced_accuracy']:.3f}  top share {r['top_pred_share']:.3f}{flag}")
     print(f"wrote {out}")
     return 0
