@@ -64,7 +64,7 @@ EXPECTED = {
     "law": ({"all": 22407}, None, None),
     "compas": ({"all": 7214}, None, 6172),  # ProPublica's filter keeps 6,172 rows
     "mnist": ({"train": 60000, "test": 10000}, None, 10000 + 10000),
-    # the default profile trains on 6,000 of the 18,963 training images (the CNN banks' time budget); the test split
+    # the default profile trains on 6,000 of the 18,964 training images (the CNN banks' time budget); the test split
     # is the full 20% of 23,704 (SOURCE.md's group totals: White 10,078, Black 4,525, Asian 3,434, Indian 3,975,
     # Others 1,692, checked in test_utkface_full_groups)
     "utkface": ({"all": 23704}, None, 6000 + 4740),
