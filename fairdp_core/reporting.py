@@ -265,11 +265,16 @@ def _seed_stats(g: pd.DataFrame, alpha: float = 0.05) -> pd.Series:
         "eps_spent": g["eps_spent"].max(), "guaranteed": bool(g["guaranteed"].all())})
 
 
+def _grid_run_table(params: Params) -> pd.DataFrame:
+    """:func:`run_table` of the grid's runs (the sweep's, which carry their own τ, left out)."""
+    runs = {k: v.model_dump() for k, v in params.runs.items() if v.tau is None}
+    return run_table(load_summaries(params.resolve("results/audit"), runs), runs)
+
+
 def main_table(params: Params, attack: str = "alooa_cross_fit") -> pd.DataFrame:
     """Per dataset × model × ε × algorithm (grid runs): accuracy beside the majority-class rate with a degenerate
     flag, Δ (mean over seeds; SD; interval), its null floor, the two-group contrast, and the accounting."""
-    runs = {k: v.model_dump() for k, v in params.runs.items() if v.tau is None}
-    df = run_table(load_summaries(params.resolve("results/audit"), runs), runs)
+    df = _grid_run_table(params)
     df = df[df.attack == attack]
     keys = ["dataset", "model", "epsilon", "algorithm"]
     rows = [pd.concat([pd.Series(dict(zip(keys, k))), _seed_stats(g, params.audit.alpha)])
@@ -443,8 +448,9 @@ def _claims_section(params: Params) -> str:
     """One verdict per paper claim (DP-SGD-S lowers Δ, at an accuracy cost), per DP-SGD-S rule and per source of
     evidence: this profile's runs (paired by seed) and every stored pilot."""
     pilots = [json.loads(p.read_text()) for p in sorted(params.resolve("reports/paper").glob("pilot*.json"))]
-    current = {rule: {(c["dataset"], c["model"], c["epsilon"]): c for c in _paired_dpsgd_s(params, rule, min_seeds=1)}
-               for rule in RULES}
+    df = _grid_run_table(params)  # read once for every rule
+    current = {rule: {(c["dataset"], c["model"], c["epsilon"]): c
+                      for c in _paired_dpsgd_s(params, rule, min_seeds=1, df=df)} for rule in RULES}
     design = f"this run ({params.profile} profile: m = {params.audit.m}, 2R = {2 * params.audit.R})"
     rows = []
     for ds, model, eps, label in CLAIMS:
@@ -563,11 +569,10 @@ def pilot_summary(params: Params, name: str = "pilot", effective: dict[str, dict
     (the plan stage's, after overrides); the design line states them."""
     if params.profile != "pilot":
         raise ConfigError(f"params.yaml is the {params.profile!r} profile; run `make repro PROFILE=pilot` first")
-    runs = {k: v.model_dump() for k, v in params.runs.items() if v.tau is None}
-    df = run_table(load_summaries(params.resolve("results/audit"), runs), runs)
+    df = _grid_run_table(params)
     # the EFFECTIVE settings (run -> TrainSpec fields after every override, as the plan stage wrote them)
     t = params.train
-    eff = effective or {n: {"lr": t.lr, "epochs": t.epochs, "clip": t.clip} for n in runs}
+    eff = effective or {n: {"lr": t.lr, "epochs": t.epochs, "clip": t.clip} for n in df["run"].unique()}
     lrs = sorted({e["lr"] for e in eff.values()})
     epochs = sorted({e["epochs"] for e in eff.values()})
     clips = sorted({e["clip"] for e in eff.values() if "clip" in e})
@@ -585,12 +590,11 @@ def pilot_summary(params: Params, name: str = "pilot", effective: dict[str, dict
             w = g[g.attack == attack].pivot(index="seed", columns="algorithm", values=col).sort_index()
             cfg["per_seed"][key] = {a: w[a].tolist() for a in w.columns}
             cfg["sd"][key] = {a: float(w[a].std(ddof=1)) for a in w.columns}
-            for rule in ("dpsgd_s", "dpsgd_s_paper", "dpsgd_s_paper_code"):
+            for rule in RULES:
                 if {"dpsgd", rule} <= set(w.columns):
                     pair = w[["dpsgd", rule]].dropna()
-                    d = (pair[rule] - pair["dpsgd"]).to_numpy()
                     r = paired_seed_comparison(pair[rule].to_numpy(), pair["dpsgd"].to_numpy())
-                    r["mde_80"] = minimal_detectable_effect(float(d.std(ddof=1)), len(d))
+                    r["mde_80"] = minimal_detectable_effect(r["sd"], r["n_seeds"])
                     cfg["paired_rules"].setdefault(rule, {})[key] = r
                     if rule == "dpsgd_s":
                         cfg["paired"][key] = r
@@ -629,12 +633,13 @@ def paper_snapshot(params: Params, *, wall_s: float | None = None) -> Path:
     return out
 
 
-def _paired_dpsgd_s(params: Params, rule: str = "dpsgd_s", *, min_seeds: int = 2) -> list[dict]:
+def _paired_dpsgd_s(params: Params, rule: str = "dpsgd_s", *, min_seeds: int = 2,
+                    df: pd.DataFrame | None = None) -> list[dict]:
     """Per dataset × model × ε: a DP-SGD-S rule (``rule``) minus DP-SGD over the same seeds (same designs and
     streams), for Δ by both estimators and for accuracy: mean difference, t interval over seeds, exact sign-flip
-    p-value and the smallest p the seed count allows (with one seed: the difference alone, no interval)."""
-    runs = {k: v.model_dump() for k, v in params.runs.items() if v.tau is None}
-    df = run_table(load_summaries(params.resolve("results/audit"), runs), runs)
+    p-value and the smallest p the seed count allows (with one seed: the difference alone, no interval). ``df``:
+    the grid's run table when the caller has it already."""
+    df = _grid_run_table(params) if df is None else df
     df = df[df.algorithm.isin(["dpsgd", rule])]
     out = []
     for (ds, model, eps), g in df.groupby(["dataset", "model", "epsilon"], sort=True):
@@ -648,10 +653,7 @@ def _paired_dpsgd_s(params: Params, rule: str = "dpsgd_s", *, min_seeds: int = 2
             w = g[g.attack == attack].pivot(index="seed", columns="algorithm", values=col).dropna()
             if set(w.columns) != {"dpsgd", rule} or len(w) < min_seeds:
                 continue
-            if len(w) == 1:
-                row[key] = {"mean_diff": float(w[rule].iloc[0] - w["dpsgd"].iloc[0]), "n_seeds": 1}
-            else:
-                row[key] = paired_seed_comparison(w[rule].to_numpy(), w["dpsgd"].to_numpy())
+            row[key] = paired_seed_comparison(w[rule].to_numpy(), w["dpsgd"].to_numpy())  # one seed: no interval
         if len(row) > 3:
             out.append(row)
     return out
