@@ -296,6 +296,24 @@ def _cmd_paper_snapshot(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_check_reports(args: argparse.Namespace) -> int:
+    from .report_checks import MAX_HEIGHT_PX, check_reports, page_heights
+
+    problems = check_reports(args.reports)
+    if args.heights:
+        heights = page_heights(args.reports, shots_dir=args.screenshots)
+        if not heights:
+            problems.append("--heights: no Chromium found (Debian: apt install chromium)")
+        for page, h in heights.items():
+            print(f"{page}: {h:,} px tall at 1,400 px wide")
+            if h > MAX_HEIGHT_PX:
+                problems.append(f"{page}: {h:,} px tall, over {MAX_HEIGHT_PX:,} px")
+    for p in problems:
+        print(p, file=sys.stderr)
+    print(f"fairdp check-reports: {len(problems)} problem{'s' if len(problems) != 1 else ''} in {args.reports}")
+    return 1 if problems else 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="fairdp", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -362,6 +380,12 @@ def main(argv: list[str] | None = None) -> int:
     ps = sub.add_parser("paper-snapshot", help="store the paper-profile Adult results for the index page")
     ps.add_argument("--wall-s", type=float, default=None, help="measured wall time of the paper-profile run")
     ps.set_defaults(func=_cmd_paper_snapshot)
+    ck = sub.add_parser("check-reports", help="read the rendered reports like a reader: stderr, machine paths, nan "
+                        "cells, uncaptioned tables, unreferenced figures, colours (--heights: page heights)")
+    ck.add_argument("reports", nargs="?", default="reports")
+    ck.add_argument("--heights", action="store_true", help="measure page heights with headless Chromium")
+    ck.add_argument("--screenshots", default=None, help="keep the screenshots in this directory")
+    ck.set_defaults(func=_cmd_check_reports)
     args, extra = parser.parse_known_args(argv)
     if extra and args.command != "tune":  # only `tune` passes its own options on
         parser.error(f"unrecognized arguments: {' '.join(extra)}")

@@ -14,6 +14,7 @@ from __future__ import annotations
 import numpy as np
 from fairlearn.metrics import (
     MetricFrame,
+    equal_opportunity_difference,
     equalized_odds_difference,
     false_positive_rate,
     selection_rate,
@@ -21,7 +22,7 @@ from fairlearn.metrics import (
 )
 from sklearn.metrics import accuracy_score
 
-__all__ = ["group_count_metrics", "outcome_fairness"]
+__all__ = ["group_count_metrics", "outcome_fairness", "paired_difference"]
 
 
 def _counts(code: np.ndarray, idx: np.ndarray, n_codes: int) -> np.ndarray:
@@ -34,7 +35,8 @@ def _counts(code: np.ndarray, idx: np.ndarray, n_codes: int) -> np.ndarray:
 def group_count_metrics(y: np.ndarray, pred: np.ndarray, g: np.ndarray, n_groups: int, *, binary: bool,
                         idx: np.ndarray | None = None) -> dict[str, np.ndarray]:
     """Differences between groups (max − min) of accuracy, and for binary tasks selection rate and
-    max(TPR difference, FPR difference) (= fairlearn's equalized-odds difference), for each row of
+    max(TPR difference, FPR difference) (= fairlearn's equalized-odds difference) and the TPR difference (its
+    equal-opportunity difference), for each row of
     resample indices ``idx`` [B, n] (or the data itself when None). Returns arrays [B]."""
     if idx is None:
         idx = np.arange(len(y))[None]
@@ -52,7 +54,7 @@ def group_count_metrics(y: np.ndarray, pred: np.ndarray, g: np.ndarray, n_groups
             return np.nanmax(a, 1) - np.nanmin(a, 1)
 
         return {"accuracy": spread(acc), "selection_rate": spread(sr),
-                "equalized_odds": np.maximum(spread(tpr), spread(fpr))}
+                "equalized_odds": np.maximum(spread(tpr), spread(fpr)), "equal_opportunity": spread(tpr)}
     code = g * 2 + (y == pred)
     c = _counts(code, idx, n_groups * 2).reshape(B, n_groups, 2)
     with np.errstate(invalid="ignore", divide="ignore"):
@@ -62,7 +64,7 @@ def group_count_metrics(y: np.ndarray, pred: np.ndarray, g: np.ndarray, n_groups
 
 def outcome_fairness(y_true: np.ndarray, y_pred: np.ndarray, groups: np.ndarray, *, n_boot: int = 200,
                      alpha: float = 0.05, random_state: int = 0) -> dict[str, object]:
-    """Accuracy parity, demographic-parity difference and equalized-odds difference with bootstrap CIs.
+    """Accuracy parity, demographic-parity, equalized-odds and equal-opportunity differences with bootstrap CIs.
 
     ``groups``: the sensitive feature per test record (names). A multi-class task gets accuracy parity only
     (selection rates and odds need a positive class). CIs: percentile bootstrap over test records.
@@ -93,4 +95,24 @@ def outcome_fairness(y_true: np.ndarray, y_pred: np.ndarray, groups: np.ndarray,
         out["demographic_parity_ci"] = ci("selection_rate")
         out["equalized_odds_difference"] = float(equalized_odds_difference(y_true, y_pred, sensitive_features=groups))
         out["equalized_odds_ci"] = ci("equalized_odds")
+        out["equal_opportunity_difference"] = float(equal_opportunity_difference(y_true, y_pred,
+                                                                                 sensitive_features=groups))
+        out["equal_opportunity_ci"] = ci("equal_opportunity")
     return out
+
+
+def paired_difference(y_true: np.ndarray, pred_a: np.ndarray, pred_b: np.ndarray, groups: np.ndarray, *,
+                      n_boot: int = 200, alpha: float = 0.05, random_state: int = 0) -> dict[str, list[float]]:
+    """Model b minus model a on the same test records, for each between-group difference of
+    :func:`group_count_metrics`: [point, lo, hi], a percentile interval from one bootstrap over test records shared
+    by both models (paired; conditional on the two trained models, not on their training randomness)."""
+    y_true, pred_a, pred_b = np.asarray(y_true), np.asarray(pred_a), np.asarray(pred_b)
+    names, g = np.unique(np.asarray(groups), return_inverse=True)
+    binary = set(np.unique(y_true)) <= {0, 1} and set(np.unique(np.r_[pred_a, pred_b])) <= {0, 1}
+    idx = np.random.default_rng(random_state).integers(0, len(y_true), size=(n_boot, len(y_true)))
+    pa = group_count_metrics(y_true, pred_a, g, len(names), binary=binary)
+    pb = group_count_metrics(y_true, pred_b, g, len(names), binary=binary)
+    ba = group_count_metrics(y_true, pred_a, g, len(names), binary=binary, idx=idx)
+    bb = group_count_metrics(y_true, pred_b, g, len(names), binary=binary, idx=idx)
+    return {k: [float(pb[k][0] - pa[k][0]), float(np.nanquantile(bb[k] - ba[k], alpha / 2)),
+                float(np.nanquantile(bb[k] - ba[k], 1 - alpha / 2))] for k in pa}

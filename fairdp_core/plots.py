@@ -1,4 +1,15 @@
-"""Seaborn figures for the reports: functions that take tidy frames and return a Figure (no savefig inside)."""
+"""Figures for the reports: functions that take tidy frames and return a Figure (no savefig inside).
+
+One visual language across every report:
+
+- each algorithm has one colour everywhere (:data:`ALGORITHM_COLORS`, colour-blind safe, Okabe-Ito), each attack
+  too (:data:`ATTACK_COLORS`); a figure records the mapping it used in ``fig.fairdp_colors`` and the reports write
+  it beside the PNG (``<name>.colors.json``), so a test can check that every figure agrees;
+- settings are small multiples (one panel per dataset × ε), not one image per setting;
+- legends sit outside the panels (below the grid), so they cover no data;
+- bars carry a marker at their value, so a zero-height bar is visible and differs from a missing one;
+- advantage quantities are in pp, accuracy in %.
+"""
 
 from __future__ import annotations
 
@@ -12,137 +23,367 @@ import pandas as pd
 import seaborn as sns
 
 __all__ = [
-    "delta_vs",
+    "ALGORITHM_COLORS",
+    "ATTACK_COLORS",
+    "ATTACK_LABELS",
+    "delta_by_attack",
+    "delta_vs_epsilon",
     "estimator_distributions",
-    "fairness_bars",
-    "gpr_by_group",
-    "level_shift",
+    "fairness_grid",
+    "gpr_grid",
+    "leveling_grid",
     "looa_vs_alooa",
     "pareto",
+    "sweep_lines",
 ]
 
 sns.set_theme(style="whitegrid", context="notebook")
 
+# by the labels the reports print (results.ALGORITHM_LABELS)
+ALGORITHM_COLORS = {
+    "SGD": "#7f7f7f",
+    "DP-SGD": "#0072B2",
+    "DP-SGD-S": "#D55E00",
+    "DP-SGD-S (paper rule)": "#009E73",
+    "DP-SGD-S (paper code, not guaranteed)": "#CC79A7",
+    "DP-SGD-S (non-private stats)": "#E69F00",
+}
+ATTACK_LABELS = {
+    "alooa_cross_fit": "PA-ALOOA cross-fitted", "alooa_in_sample": "PA-ALOOA in-sample (paper)",
+    "alooa_null_corrected": "PA-ALOOA null-corrected", "ga": "PA-GA", "gba": "PA-GBA",
+    "lira_online": "LiRA online", "lira_offline": "LiRA offline",
+}
+ATTACK_COLORS = {
+    "PA-ALOOA cross-fitted": "#0072B2", "PA-ALOOA in-sample (paper)": "#56B4E9", "PA-ALOOA null-corrected": "#003f63",
+    "PA-GA": "#009E73", "PA-GBA": "#E69F00", "LiRA online": "#CC79A7", "LiRA offline": "#882255",
+}
+_OTHER = ["#999933", "#44AA99", "#AA4499", "#332288", "#DDCC77", "#117733"]
 
-def _errorbars(ax, df, x, y, lo, hi, hue, order, hue_order):
-    """Draw CI error bars on a seaborn barplot (dodged like seaborn's bars)."""
-    n = len(hue_order)
+
+def _color(label: str) -> str:
+    """The fixed colour of an algorithm or attack label (a label outside both maps gets a fixed colour by name)."""
+    if label in ALGORITHM_COLORS:
+        return ALGORITHM_COLORS[label]
+    if label in ATTACK_COLORS:
+        return ATTACK_COLORS[label]
+    return _OTHER[sum(map(ord, label)) % len(_OTHER)]
+
+
+def _tag(fig: plt.Figure, labels) -> plt.Figure:
+    fig.fairdp_colors = {str(lab): _color(str(lab)) for lab in labels}
+    return fig
+
+
+def _grid(n_rows: int, n_cols: int, *, w: float = 4.6, h: float = 2.8, sharey: bool | str = False):
+    fig, axes = plt.subplots(n_rows, n_cols, figsize=(w * n_cols, h * n_rows + 0.7), squeeze=False, sharey=sharey)
+    return fig, axes
+
+
+def _legend_below(fig, labels, *, names=None, title: str | None = None, markers: bool = False) -> None:
+    handles = [plt.Line2D([], [], color="black" if lab.startswith("—") else _color(lab),
+                          marker="" if lab.startswith("—") else "o" if markers else "s",
+                          ls="-" if markers or lab.startswith("—") else "", lw=2, markersize=8) for lab in labels]
+    fig.legend(handles, names or [lab.removeprefix("— ") for lab in labels], loc="lower center",
+               ncol=min(len(labels), 4), fontsize=9, title=title,
+               frameon=False, bbox_to_anchor=(0.5, 0.0))
+
+
+def _finish(fig, n_legend_rows: int = 1) -> None:
+    h = fig.get_figheight()
+    bottom = (0.25 + 0.3 * n_legend_rows) / h if n_legend_rows else 0
+    top = 1 - (0.45 / h if fig._suptitle is not None else 0)
+    fig.tight_layout(rect=(0, bottom, 1, top))
+
+
+def _bars(ax, sub: pd.DataFrame, x: str, hue: str, y: str, lo: str | None, hi: str | None, x_order, hue_order,
+          *, floor: str | None = None) -> None:
+    """Grouped bars with CI whiskers; a dot at every bar's value (a zero bar shows; a missing one shows nothing);
+    ``floor``: a black tick at each bar's null floor."""
+    n = max(len(hue_order), 1)
     width = 0.8 / n
     for j, h in enumerate(hue_order):
-        for i, xv in enumerate(order):
-            row = df[(df[x] == xv) & (df[hue] == h)]
-            if len(row):
-                r = row.iloc[0]
-                xpos = i - 0.4 + width * (j + 0.5)
+        for i, xv in enumerate(x_order):
+            row = sub[(sub[x] == xv) & (sub[hue] == h)]
+            if not len(row):
+                continue
+            r = row.iloc[0]
+            xpos = i - 0.4 + width * (j + 0.5)
+            c = _color(str(h))
+            ax.bar(xpos, r[y], width=width * 0.92, color=c, alpha=0.85)
+            ax.plot([xpos], [r[y]], marker="o", ms=3, color="black", zorder=3)
+            if lo and hi and np.isfinite(r[lo]) and np.isfinite(r[hi]):
                 ax.errorbar(xpos, r[y], yerr=[[max(0.0, r[y] - r[lo])], [max(0.0, r[hi] - r[y])]], fmt="none",
-                            ecolor="black", capsize=2, lw=1)
-
-
-def gpr_by_group(df: pd.DataFrame, *, title: str = "", scale: float = 100.0) -> plt.Figure:
-    """Bars of GPR per group (pp) for each algorithm, with 95% CIs. ``df``: group_table rows of one setting."""
-    d = df.copy()
-    for c in ("gpr", "gpr_lo", "gpr_hi"):
-        d[c] = d[c] * scale
-    order = list(dict.fromkeys(d["group"]))
-    hue_order = list(dict.fromkeys(d["label"]))
-    fig, ax = plt.subplots(figsize=(max(5, 0.9 * len(order) * len(hue_order) / 2 + 3), 3.6))
-    sns.barplot(data=d, x="group", y="gpr", hue="label", order=order, hue_order=hue_order, ax=ax, errorbar=None)
-    _errorbars(ax, d, "group", "gpr", "gpr_lo", "gpr_hi", "label", order, hue_order)
+                            ecolor="black", capsize=2, lw=0.8)
+            if floor and np.isfinite(r[floor]):
+                ax.plot([xpos - width * 0.45, xpos + width * 0.45], [r[floor]] * 2, color="black", lw=2.2)
+    ax.set_xticks(np.arange(len(x_order)), [str(v) for v in x_order], rotation=30 if len(x_order) > 4 else 0,
+                  ha="right" if len(x_order) > 4 else "center", fontsize=8)
     ax.axhline(0, color="grey", lw=0.8)
-    ax.set(xlabel="group", ylabel="GPR (pp of advantage)", title=title)
-    ax.legend(title=None, fontsize=8)
-    fig.tight_layout()
-    return fig
+
+
+def _facets(df: pd.DataFrame, n_cols: int = 4, *, w: float = 4.2, h: float = 2.7):
+    """Small multiples: one panel per (setting, ε), in the frame's order, ``n_cols`` a row (a dataset's ε values
+    side by side). Returns (fig, [(setting, ε, ax, first_in_row)]); spare axes are hidden."""
+    keys = list(dict.fromkeys(zip(df["setting"], df["eps_label"])))
+    n_cols = min(n_cols, max(len(keys), 1))
+    n_rows = int(np.ceil(len(keys) / n_cols))
+    fig, axes = _grid(n_rows, n_cols, w=w, h=h)
+    out = [(s, e, axes[k // n_cols, k % n_cols], k % n_cols == 0) for k, (s, e) in enumerate(keys)]
+    for k in range(len(keys), n_rows * n_cols):
+        axes[k // n_cols, k % n_cols].set_axis_off()
+    return fig, out
+
+
+def gpr_grid(df: pd.DataFrame, *, title: str = "") -> plt.Figure:
+    """GPR per group (pp, 95% interval) for each algorithm: one panel per setting × ε (a dataset's ε values side by
+    side). ``df``: setting, eps_label, group, label, gpr_pp, lo_pp, hi_pp."""
+    labels = list(dict.fromkeys(df["label"]))
+    fig, panels = _facets(df)
+    for s, e, ax, first in panels:
+        sub = df[(df.setting == s) & (df.eps_label == e)]
+        groups = list(dict.fromkeys(sub["group"]))
+        _bars(ax, sub, "group", "label", "gpr_pp", "lo_pp", "hi_pp", groups,
+              [lab for lab in labels if lab in set(sub["label"])])
+        ax.set_title(f"{s}, {e}", fontsize=10)
+        ax.set_ylabel("GPR (pp)" if first else "", fontsize=9)
+    if title:
+        fig.suptitle(title)
+    _legend_below(fig, labels)
+    _finish(fig)
+    return _tag(fig, labels)
+
+
+def leveling_grid(df: pd.DataFrame, *, title: str = "", n_cols: int = 4) -> plt.Figure:
+    """Per group: GPR(DP-SGD-S) − GPR(DP-SGD), pp with its interval; one panel per setting × ε, ``n_cols`` panels
+    a row. ``df``: setting, eps_label, group, change_pp, lo_pp, hi_pp, role."""
+    keys = list(dict.fromkeys(zip(df["setting"], df["eps_label"])))
+    n_rows = int(np.ceil(len(keys) / n_cols))
+    fig, axes = _grid(n_rows, n_cols, w=3.9, h=2.5)
+    for k, (s, e) in enumerate(keys):
+        ax = axes[k // n_cols, k % n_cols]
+        d = df[(df.setting == s) & (df.eps_label == e)].reset_index(drop=True)
+        err = np.clip([d["change_pp"] - d["lo_pp"], d["hi_pp"] - d["change_pp"]], 0, None)
+        ax.errorbar(np.arange(len(d)), d["change_pp"], yerr=err, fmt="o", capsize=3,
+                    color=ALGORITHM_COLORS["DP-SGD-S"])
+        ax.set_xticks(np.arange(len(d)), [f"{g}\n({r})" if r in ("riskiest", "safest") else str(g)
+                                          for g, r in zip(d["group"], d["role"])], fontsize=7)
+        ax.set_xlim(-0.5, len(d) - 0.5)
+        ax.axhline(0, color="grey", lw=0.8)
+        ax.set_title(f"{s}, {e}", fontsize=10)
+        ax.set_ylabel("change (pp)" if k % n_cols == 0 else "", fontsize=9)
+    for k in range(len(keys), n_rows * n_cols):
+        axes[k // n_cols, k % n_cols].set_axis_off()
+    if title:
+        fig.suptitle(title)
+    _finish(fig, 0)
+    return _tag(fig, ["DP-SGD-S"])
+
+
+ATTACK_SHORT = {"PA-ALOOA cross-fitted": "ALOOA\nCF", "PA-ALOOA in-sample (paper)": "ALOOA\nIS",
+                "PA-ALOOA null-corrected": "ALOOA\nNC", "PA-GA": "GA", "PA-GBA": "GBA", "LiRA online": "LiRA\non",
+                "LiRA offline": "LiRA\noff"}
+
+
+def delta_by_attack(df: pd.DataFrame, y: str = "delta_pp", *, floor: str | None = "null_floor_pp",
+                    ylabel: str = "Δ (pp)", title: str = "") -> plt.Figure:
+    """One panel per setting × ε: ``y`` per attack (x, short names: CF cross-fitted, IS in-sample, NC
+    null-corrected) and algorithm (bars), each with a black tick at its null floor. ``df``: setting, eps_label,
+    attack_label, label, y (mean over seeds), floor."""
+    labels = list(dict.fromkeys(df["label"]))
+    d = df.assign(attack_label=df["attack_label"].map(lambda a: ATTACK_SHORT.get(a, a)))
+    attacks = list(dict.fromkeys(d["attack_label"]))
+    fig, panels = _facets(d, w=4.4, h=2.6)
+    for s, e, ax, first in panels:
+        sub = d[(d.setting == s) & (d.eps_label == e)]
+        _bars(ax, sub, "attack_label", "label", y, None, None, attacks,
+              [lab for lab in labels if lab in set(sub["label"])], floor=floor)
+        ax.tick_params(axis="x", labelrotation=0)
+        for t in ax.get_xticklabels():
+            t.set_ha("center")
+        ax.set_title(f"{s}, {e}", fontsize=10)
+        ax.set_ylabel(ylabel if first else "", fontsize=9)
+    if title:
+        fig.suptitle(title)
+    _legend_below(fig, labels + (["— null floor"] if floor else []))
+    _finish(fig)
+    return _tag(fig, labels)
+
+
+def delta_vs_epsilon(df: pd.DataFrame, *, title: str = "") -> plt.Figure:
+    """Δ (pp, mean over seeds with its 95% interval) against ε (log scale), one line per algorithm, one panel per
+    setting; SGD (no DP) as a dashed line. ``df``: setting, label, epsilon (NaN for SGD), delta_pp, lo, hi."""
+    settings = list(dict.fromkeys(df["setting"]))
+    labels = list(dict.fromkeys(df["label"]))
+    n_cols = min(4, len(settings))
+    n_rows = int(np.ceil(len(settings) / n_cols))
+    fig, axes = _grid(n_rows, n_cols, w=3.9, h=2.9)
+    for k, s in enumerate(settings):
+        ax = axes[k // n_cols, k % n_cols]
+        sub = df[df.setting == s]
+        present = [lab for lab in labels if lab in set(sub["label"]) and sub[sub.label == lab]["epsilon"].notna().any()]
+        for lab in labels:
+            g = sub[sub.label == lab].sort_values("epsilon")
+            if not len(g):
+                continue
+            if g["epsilon"].isna().all():
+                v = g.iloc[0]
+                ax.axhline(v["delta_pp"], color=_color(lab), ls="--", lw=1.2)
+                continue
+            g = g[g["epsilon"].notna()]
+            err = np.clip([g["delta_pp"] - g["lo"], g["hi"] - g["delta_pp"]], 0, None)
+            dodge = 1.06 ** (present.index(lab) - (len(present) - 1) / 2)  # side by side on the log axis
+            ax.errorbar(g["epsilon"] * dodge, g["delta_pp"], yerr=err, marker="o", capsize=3, color=_color(lab),
+                        lw=1.2, ms=4)
+        ax.set_xscale("log")
+        eps = sorted(sub["epsilon"].dropna().unique())
+        ax.set_xticks(eps, [f"{e:g}" for e in eps])
+        ax.minorticks_off()
+        ax.set_title(s, fontsize=10)
+        ax.set(xlabel="ε", ylabel="Δ (pp)" if k % n_cols == 0 else "")
+    for k in range(len(settings), n_rows * n_cols):
+        axes[k // n_cols, k % n_cols].set_axis_off()
+    if title:
+        fig.suptitle(title)
+    _legend_below(fig, labels, names=[lab + (" (no DP, dashed)" if lab == "SGD" else "") for lab in labels],
+                  markers=True)
+    _finish(fig)
+    return _tag(fig, labels)
+
+
+def pareto(df: pd.DataFrame, *, title: str = "", panel: str = "setting") -> plt.Figure:
+    """Δ (pp) against accuracy (%), both with error bars (``acc_err``, ``delta_lo``/``delta_hi``), one marker shape
+    per ε, one panel per ``panel``; the Pareto front (lower Δ, higher accuracy) of each panel dashed. ``df``: label,
+    eps_label, accuracy_pct, acc_err, delta_pp, delta_lo, delta_hi (and ``panel``)."""
+    panels = list(dict.fromkeys(df[panel]))
+    labels = list(dict.fromkeys(df["label"]))
+    eps_order = (df.assign(_e=df["epsilon"].fillna(-1.0)).sort_values("_e")["eps_label"] if "epsilon" in df
+                 else df["eps_label"])
+    shapes = dict(zip(dict.fromkeys(eps_order), "osD^v<>"))
+    n_cols = min(4, len(panels))
+    n_rows = int(np.ceil(len(panels) / n_cols))
+    fig, axes = _grid(n_rows, n_cols, w=4.2, h=3.3)
+    for k, p in enumerate(panels):
+        ax = axes[k // n_cols, k % n_cols]
+        sub = df[df[panel] == p]
+        for _, r in sub.iterrows():
+            yerr = [[max(0.0, r.delta_pp - r.delta_lo)], [max(0.0, r.delta_hi - r.delta_pp)]]
+            ax.errorbar(r.accuracy_pct, r.delta_pp, xerr=r.acc_err if np.isfinite(r.acc_err) else None,
+                        yerr=yerr, fmt=shapes[r.eps_label], color=_color(r.label), ms=6, capsize=2, lw=0.8)
+        pts = sub.sort_values("accuracy_pct", ascending=False)[["accuracy_pct", "delta_pp"]].to_numpy()
+        front, best = [], np.inf
+        for acc, d in pts:
+            if d < best:
+                front.append((acc, d))
+                best = d
+        if len(front) > 1:
+            f = np.array(front)
+            ax.plot(f[:, 0], f[:, 1], color="black", lw=0.8, ls="--")
+        ax.set_title(str(p), fontsize=10)
+        ax.set(xlabel="test accuracy (%)", ylabel="Δ (pp)" if k % n_cols == 0 else "")
+    for k in range(len(panels), n_rows * n_cols):
+        axes[k // n_cols, k % n_cols].set_axis_off()
+    if title:
+        fig.suptitle(title)
+    handles = ([plt.Line2D([], [], color=_color(lab), marker="s", ls="", ms=8) for lab in labels]
+               + [plt.Line2D([], [], color="black", marker=m, ls="", ms=6) for m in shapes.values()]
+               + [plt.Line2D([], [], color="black", ls="--", lw=0.8)])
+    names = labels + list(shapes) + ["Pareto front"]
+    fig.legend(handles, names, loc="lower center", ncol=min(len(names), 5), fontsize=9, frameon=False)
+    _finish(fig, int(np.ceil(len(names) / 5)))
+    return _tag(fig, labels)
+
+
+def sweep_lines(df: pd.DataFrame, x: str, *, line: str, base: pd.DataFrame | None = None,
+                title: str = "") -> plt.Figure:
+    """Δ (pp) and accuracy (%) against ``x`` (e.g. τ), mean over seeds with 95% intervals, one line per ``line``
+    (e.g. γ) in DP-SGD-S's colour at different dash styles; ``base`` (DP-SGD at the same ε: delta_pp, lo, hi,
+    accuracy_pct, acc_lo, acc_hi) as a band. ``df``: x, line, delta_pp, lo, hi, accuracy_pct, acc_lo, acc_hi."""
+    fig, axes = plt.subplots(1, 2, figsize=(11, 3.9))
+    styles = dict(zip(dict.fromkeys(df[line]), ["-", "--", ":", "-."]))
+    for v, g in df.groupby(line, sort=False):
+        g = g.sort_values(x)
+        for ax, (y, lo, hi) in zip(axes, (("delta_pp", "lo", "hi"), ("accuracy_pct", "acc_lo", "acc_hi"))):
+            ax.errorbar(g[x], g[y], yerr=np.clip([g[y] - g[lo], g[hi] - g[y]], 0, None), marker="o", capsize=3,
+                        color=ALGORITHM_COLORS["DP-SGD-S"], ls=styles[v], label=f"DP-SGD-S, {line} = {v:g}")
+    if base is not None and len(base):
+        b = base.iloc[0]
+        for ax, (y, lo, hi) in zip(axes, (("delta_pp", "lo", "hi"), ("accuracy_pct", "acc_lo", "acc_hi"))):
+            ax.axhspan(b[lo], b[hi], color=ALGORITHM_COLORS["DP-SGD"], alpha=0.15)
+            ax.axhline(b[y], color=ALGORITHM_COLORS["DP-SGD"], lw=1.2, label="DP-SGD (95% interval shaded)")
+    xs = sorted(df[x].unique())
+    for ax, yl in zip(axes, ("Δ (pp)", "test accuracy (%)")):
+        ax.set_xscale("log")
+        ax.set_xticks(xs, [f"{v:g}" for v in xs])
+        ax.minorticks_off()
+        ax.set(xlabel=x, ylabel=yl)
+    h, lab = axes[0].get_legend_handles_labels()
+    fig.legend(h, lab, loc="lower center", ncol=len(lab), fontsize=9, frameon=False)
+    if title:
+        fig.suptitle(title)
+    _finish(fig)
+    return _tag(fig, ["DP-SGD-S"] + (["DP-SGD"] if base is not None and len(base) else []))
+
+
+FAIRNESS_SHORT = {"accuracy parity": "accuracy\nparity", "demographic parity": "demographic\nparity",
+                  "equal opportunity": "equal\nopportunity", "equalized odds": "equalized\nodds"}
+
+
+def fairness_grid(df: pd.DataFrame, *, title: str = "") -> plt.Figure:
+    """Outcome-fairness differences between groups (pp, bootstrap 95% CI) per metric (x) and algorithm (bars), one
+    panel per setting × ε. ``df``: setting, eps_label, metric, label, value_pp, lo_pp, hi_pp."""
+    labels = list(dict.fromkeys(df["label"]))
+    d = df.assign(metric=df["metric"].map(lambda m: FAIRNESS_SHORT.get(m, m)))
+    fig, panels = _facets(d, w=4.4, h=2.6)
+    for s, e, ax, first in panels:
+        sub = d[(d.setting == s) & (d.eps_label == e)]
+        metrics = list(dict.fromkeys(sub["metric"]))
+        _bars(ax, sub, "metric", "label", "value_pp", "lo_pp", "hi_pp", metrics,
+              [lab for lab in labels if lab in set(sub["label"])])
+        ax.tick_params(axis="x", labelrotation=0)
+        for t in ax.get_xticklabels():
+            t.set_ha("center")
+        ax.set_title(f"{s}, {e}", fontsize=10)
+        ax.set_ylabel("difference (pp)" if first else "", fontsize=9)
+    if title:
+        fig.suptitle(title)
+    _legend_below(fig, labels)
+    _finish(fig)
+    return _tag(fig, labels)
 
 
 def estimator_distributions(adv: dict[str, np.ndarray], null: dict[str, np.ndarray], *, title: str = "") -> plt.Figure:
-    """Histograms of per-record advantage for each estimator, observed vs under permuted membership labels."""
+    """Histograms of per-record advantage (pp) for each estimator, observed vs under permuted membership labels."""
     fig, axes = plt.subplots(1, len(adv), figsize=(4 * len(adv), 3.2), sharey=True)
     for ax, (name, a) in zip(np.atleast_1d(axes), adv.items()):
-        bins = np.linspace(min(a.min(), null[name].min()), max(a.max(), null[name].max()), 25)
-        ax.hist(null[name], bins=bins, alpha=0.5, label="null (permuted labels)", density=True)
-        ax.hist(a, bins=bins, alpha=0.5, label="observed", density=True)
-        ax.axvline(null[name].mean(), color="C0", ls="--", lw=1)
-        ax.axvline(a.mean(), color="C1", ls="--", lw=1)
-        ax.set(title=f"{name}: mean {a.mean():.3f} (null {null[name].mean():.3f})", xlabel="advantage")
-    np.atleast_1d(axes)[0].legend(fontsize=8)
+        a, n0 = 100 * np.asarray(a), 100 * np.asarray(null[name])
+        bins = np.linspace(min(a.min(), n0.min()), max(a.max(), n0.max()), 25)
+        ax.hist(n0, bins=bins, alpha=0.5, label="null (permuted labels)", density=True, color="#999999")
+        ax.hist(a, bins=bins, alpha=0.5, label="observed", density=True, color="#0072B2")
+        ax.axvline(n0.mean(), color="#555555", ls="--", lw=1)
+        ax.axvline(a.mean(), color="#0072B2", ls="--", lw=1)
+        ax.set(title=f"{name}: mean {a.mean():.1f} pp (null {n0.mean():.1f})", xlabel="advantage (pp)")
+    fig.legend(*np.atleast_1d(axes)[0].get_legend_handles_labels(), loc="lower center", ncol=2, fontsize=9,
+               frameon=False)
     fig.suptitle(title)
-    fig.tight_layout()
-    return fig
-
-
-def delta_vs(df: pd.DataFrame, x: str, *, hue: str = "label", title: str = "") -> plt.Figure:
-    """Δ (pp, plug-in, with its 95% interval) and accuracy against ``x`` (e.g. epsilon or tau), one line per ``hue``."""
-    fig, axes = plt.subplots(1, 2, figsize=(10, 3.6))
-    for h, g in df.groupby(hue, sort=False):
-        g = g.groupby(x, as_index=False).agg(delta=("delta_pp", "mean"), delta_lo=("delta_lo", "mean"),
-                                              delta_hi=("delta_hi", "mean"), accuracy=("accuracy", "mean"))
-        err = np.clip([g["delta"] - g["delta_lo"], g["delta_hi"] - g["delta"]], 0, None)
-        axes[0].errorbar(g[x], g["delta"], yerr=err, marker="o", capsize=3, label=str(h))
-        axes[1].plot(g[x], 100 * g["accuracy"], marker="o", label=str(h))
-    axes[0].set(xlabel=x, ylabel="Δ (pp, plug-in)", title="disparity Δ (95% interval)")
-    axes[1].set(xlabel=x, ylabel="test accuracy (%)", title="accuracy")
-    if x == "epsilon":
-        for ax in axes:
-            ax.set_xscale("log")
-    axes[0].legend(fontsize=8)
-    fig.suptitle(title)
-    fig.tight_layout()
-    return fig
-
-
-def pareto(df: pd.DataFrame, *, title: str = "") -> plt.Figure:
-    """Δ against accuracy for every configuration; the Pareto front (lower Δ, higher accuracy) joined."""
-    fig, ax = plt.subplots(figsize=(6, 4))
-    sns.scatterplot(data=df, x="accuracy", y="delta_pp", hue="label", style="epsilon", ax=ax, s=60)
-    pts = df.sort_values("accuracy", ascending=False)[["accuracy", "delta_pp"]].to_numpy()
-    front, best = [], np.inf
-    for acc, d in pts:
-        if d < best:
-            front.append((acc, d))
-            best = d
-    if front:
-        f = np.array(front)
-        ax.plot(f[:, 0], f[:, 1], color="black", lw=1, ls="--", label="Pareto front")
-    ax.set(xlabel="test accuracy", ylabel="Δ (pp, plug-in)", title=title)
-    ax.legend(fontsize=7, ncol=2)
-    fig.tight_layout()
-    return fig
-
-
-def level_shift(df: pd.DataFrame, *, title: str = "") -> plt.Figure:
-    """Per group: GPR change from DP-SGD to DP-SGD-S (pp, with CI); above 0 = that group got riskier."""
-    fig, ax = plt.subplots(figsize=(max(5, 0.6 * df["group"].nunique() + 3), 3.4))
-    d = df.reset_index(drop=True)
-    err = np.clip([100 * (d["change"] - d["lo"]), 100 * (d["hi"] - d["change"])], 0, None)
-    ax.errorbar(np.arange(len(d)), 100 * d["change"], yerr=err, fmt="o", capsize=3)
-    ax.set_xticks(np.arange(len(d)), d["group"], rotation=30)
-    ax.axhline(0, color="grey", lw=0.8)
-    ax.set(ylabel="GPR(DP-SGD-S) − GPR(DP-SGD), pp", title=title)
-    fig.tight_layout()
-    return fig
-
-
-def fairness_bars(df: pd.DataFrame, *, title: str = "") -> plt.Figure:
-    """Outcome-fairness metrics (with CIs) per algorithm. ``df``: metric, label, value, lo, hi."""
-    order = list(dict.fromkeys(df["metric"]))
-    hue_order = list(dict.fromkeys(df["label"]))
-    fig, ax = plt.subplots(figsize=(7, 3.6))
-    sns.barplot(data=df, x="metric", y="value", hue="label", order=order, hue_order=hue_order, ax=ax, errorbar=None)
-    _errorbars(ax, df, "metric", "value", "lo", "hi", "label", order, hue_order)
-    ax.set(xlabel="", ylabel="difference between groups", title=title)
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    return fig
+    _finish(fig)
+    return _tag(fig, [])
 
 
 def looa_vs_alooa(df: pd.DataFrame, *, title: str = "") -> plt.Figure:
-    """Record by record: PA-LOOA against PA-ALOOA advantage (cross-fitted)."""
-    fig, ax = plt.subplots(figsize=(4.5, 4))
-    sns.scatterplot(data=df, x="alooa_cross_fit", y="looa_cross_fit", hue="group", ax=ax)
-    lim = [min(df[["alooa_cross_fit", "looa_cross_fit"]].min()) - 0.05,
-           max(df[["alooa_cross_fit", "looa_cross_fit"]].max()) + 0.05]
-    ax.plot(lim, lim, color="grey", lw=0.8, ls="--")
-    ax.set(xlabel="PA-ALOOA advantage", ylabel="PA-LOOA advantage", title=title)
+    """Record by record: PA-LOOA against PA-ALOOA advantage (cross-fitted, pp), one colour per group; each point
+    jittered by up to ±1 pp for display (the advantages are discrete)."""
+    fig, ax = plt.subplots(figsize=(5, 4.4))
+    groups = list(dict.fromkeys(df["group"]))
+    jitter = np.random.default_rng(0)  # display only: per-record advantages are discrete and would overlap
+    for k, g in enumerate(groups):
+        d = df[df.group == g]
+        ax.scatter(100 * d["alooa_cross_fit"] + jitter.uniform(-1, 1, len(d)),
+                   100 * d["looa_cross_fit"] + jitter.uniform(-1, 1, len(d)), s=18, alpha=0.6,
+                   color=_OTHER[k % len(_OTHER)], label=str(g))
+    v = 100 * df[["alooa_cross_fit", "looa_cross_fit"]].to_numpy()
+    lim = [v.min() - 2, v.max() + 2]
+    ax.plot(lim, lim, color="grey", lw=0.8, ls="--", label="y = x")
+    ax.set(xlabel="PA-ALOOA advantage (pp)", ylabel="PA-LOOA advantage (pp)", title=title)
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1), frameon=False)
     fig.tight_layout()
-    return fig
+    return _tag(fig, [])

@@ -16,7 +16,7 @@ import pandas as pd
 
 from .atomic import write_text
 
-__all__ = ["fill_parameters", "flat_scalars", "frames", "shower", "table", "write_metrics"]
+__all__ = ["COLUMN_LABELS", "fill_parameters", "flat_scalars", "frames", "shower", "tabler", "write_metrics"]
 
 _TABLE_IDS = itertools.count()
 
@@ -42,7 +42,9 @@ def frames(results_dir: str | os.PathLike, runs: dict[str, dict]):
 
 
 def shower(figures_dir: str | os.PathLike):
-    """A ``show(fig, name)`` that saves the figure beside the report (150 dpi PNG) and shows it by reference."""
+    """A ``show(fig, name, caption)`` that saves the figure beside the report (150 dpi PNG), writes the algorithm →
+    colour mapping it used beside it (``<name>.colors.json``, checked across figures by
+    :mod:`fairdp_core.report_checks`), and shows it by reference with its caption."""
     from IPython.display import Markdown, display
 
     from . import plots
@@ -50,23 +52,76 @@ def shower(figures_dir: str | os.PathLike):
     fig_dir = Path(figures_dir)
     fig_dir.mkdir(parents=True, exist_ok=True)
 
-    def show(fig, name: str) -> None:
+    def show(fig, name: str, caption: str) -> None:
         path = fig_dir / f"{name}.png"
         fig.savefig(path, dpi=150, bbox_inches="tight", metadata={"Software": None})
+        colors = getattr(fig, "fairdp_colors", {})
+        write_text(fig_dir / f"{name}.colors.json", json.dumps(colors, indent=1, sort_keys=True) + "\n")
         plots.plt.close(fig)
-        display(Markdown(f"![{name}](figures/{fig_dir.name}/{path.name})"))
+        display(Markdown(f"![{name}](figures/{fig_dir.name}/{path.name})\n\n*Figure: {caption}*"))
 
     return show
 
 
-def table(df: pd.DataFrame, floatfmt: str = "{:.3f}", caption: str | None = None) -> None:
-    """Display ``df`` without its index, numbers formatted, with a caption; table ids are deterministic (pandas'
-    Styler would otherwise draw a random id per table and every rerun would change the HTML)."""
-    from IPython.display import display
+# readable headers for the columns the notebooks show (anything else: underscores become spaces)
+COLUMN_LABELS = {
+    "delta_pp": "Δ (pp)", "null_floor_pp": "null floor (pp)", "delta_lo": "Δ low (pp)", "delta_hi": "Δ high (pp)",
+    "excess_pp": "Δ − null floor (pp)", "p_delta": "p (some group differs)", "p_holm": "p (Holm)",
+    "accuracy_pct": "accuracy (%)", "epsilon": "ε", "eps_label": "ε", "tau": "τ", "gamma": "γ", "sigma_g": "σ_g",
+    "sigma_b": "σ_b", "q": "q", "T": "T", "eps_spent": "ε spent", "gpr_pp": "GPR (pp)", "lo_pp": "low (pp)",
+    "hi_pp": "high (pp)", "value_pp": "difference (pp)", "change_pp": "change (pp)", "n_seeds": "seeds",
+    "mean_diff": "mean difference (pp)", "p_sign_flip": "sign-flip p", "p_min": "smallest attainable p",
+    "sd": "SD (pp)", "lo": "low", "hi": "high",
+}
 
-    st = df.style.format(floatfmt, subset=df.select_dtypes("number").columns, na_rep="—").hide(axis="index")
-    st = st.set_uuid(f"t{next(_TABLE_IDS)}")
-    display(st.set_caption(caption) if caption else st)
+
+def _integral(col: pd.Series) -> bool:
+    v = pd.to_numeric(col, errors="coerce").dropna()
+    return len(v) > 0 and bool((v == v.round()).all()) and bool((v.abs() < 1e12).all())
+
+
+def tabler(figures_dir: str | os.PathLike, *, top: int = 15):
+    """A ``table(df, caption, floatfmt="{:.2f}", csv=None)`` for the reports: readable headers
+    (:data:`COLUMN_LABELS`), whole numbers without decimals, "—" for a missing value, a caption always; a table of
+    more than ``top`` rows is written whole to ``figures/<report>/<csv>.csv`` beside the page, which shows its
+    first ``top`` rows and links the file."""
+    from IPython.display import Markdown, display
+
+    fig_dir = Path(figures_dir)
+
+    def table(df: pd.DataFrame, caption: str, floatfmt: str = "{:.2f}", csv: str | None = None,
+              rows: int | None = None) -> None:
+        if not caption:
+            raise ValueError("every table in a report needs a caption")
+        d = df.reset_index(drop=True)
+        note = ""
+        top_ = rows or top
+        if len(d) > top_:
+            if not csv:
+                raise ValueError(f"a table of {len(d)} rows needs csv= (the page shows {top_})")
+            fig_dir.mkdir(parents=True, exist_ok=True)
+            write_text(fig_dir / f"{csv}.csv", d.to_csv(index=False, float_format="%.6g"))
+            note = f" (first {top_} of {len(d)} rows; all of them: figures/{fig_dir.name}/{csv}.csv)"
+            d = d.head(top_)
+        fmt = {}
+        for c in d.columns:
+            if pd.api.types.is_bool_dtype(d[c]):
+                d[c] = d[c].map({True: "yes", False: "no"})
+            elif pd.api.types.is_numeric_dtype(d[c]):
+                fmt[c] = "{:,.0f}" if _integral(d[c]) else floatfmt
+            else:
+                d[c] = d[c].map(lambda v: "—" if v is None or (isinstance(v, float) and v != v) else v)
+        d = d.rename(columns={c: COLUMN_LABELS.get(c, str(c).replace("_", " ")) for c in d.columns})
+        fmt = {COLUMN_LABELS.get(c, str(c).replace("_", " ")): f for c, f in fmt.items()}
+        st = d.style.format(fmt, na_rep="—").hide(axis="index").set_uuid(f"t{next(_TABLE_IDS)}")
+        text = [c for c in d.columns if c not in fmt]
+        if text:  # words read from the left, numbers from the right
+            st = st.set_properties(subset=text, **{"text-align": "left"})
+        display(st.set_caption(caption + note))
+        if note:
+            display(Markdown(f"[All {len(df)} rows as CSV](figures/{fig_dir.name}/{csv}.csv)"))
+
+    return table
 
 
 def flat_scalars(obj, prefix: str = "") -> dict[str, float | int | str | None]:

@@ -8,12 +8,33 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-__all__ = ["ALGORITHM_LABELS", "group_table", "load_summaries", "records", "run_table"]
+__all__ = ["ALGORITHM_LABELS", "DATASET_LABELS", "MODEL_LABELS", "eps_label", "group_table", "load_summaries", "records",
+           "run_label", "run_table", "setting_label"]
 
 ALGORITHM_LABELS = {"sgd": "SGD", "dpsgd": "DP-SGD", "dpsgd_s": "DP-SGD-S",
                     "dpsgd_s_paper": "DP-SGD-S (paper rule)",
                     "dpsgd_s_paper_code": "DP-SGD-S (paper code, not guaranteed)",
                     "dpsgd_s_nonprivate": "DP-SGD-S (non-private stats)"}
+DATASET_LABELS = {"adult": "Adult", "bank": "Bank", "credit": "Credit", "law": "Law", "law_paper": "Law (paper's task)",
+                  "compas": "COMPAS", "mnist": "MNIST", "utkface": "UTKFace"}
+MODEL_LABELS = {"lr": "LR", "mlp": "MLP", "cnn": "CNN"}
+
+
+def setting_label(dataset: str, model: str) -> str:
+    """"Adult · LR": what the reports print for a dataset and model."""
+    return f"{DATASET_LABELS.get(dataset, dataset)} · {MODEL_LABELS.get(model, model)}"
+
+
+def eps_label(epsilon) -> str:
+    """"ε = 10", or "no DP" for a non-private run."""
+    return "no DP" if epsilon is None or epsilon != epsilon else f"ε = {float(epsilon):g}"
+
+
+def run_label(r: dict) -> str:
+    """A run's readable name: "Adult · LR · DP-SGD-S · ε = 10 · seed 0" (with τ and γ for a sweep run)."""
+    sweep = "" if r.get("tau") is None else f" (τ = {r['tau']:g}, γ = {r['gamma']:g})"
+    return (f"{setting_label(r['dataset'], r['model'])} · {ALGORITHM_LABELS[r['algorithm']]}{sweep} · "
+            f"{eps_label(r['epsilon'])} · seed {r['seed']}")
 
 
 def load_summaries(results_dir: str | Path, runs: dict[str, dict]) -> dict[str, dict]:
@@ -38,7 +59,8 @@ def run_table(summaries: dict[str, dict], runs: dict[str, dict]) -> pd.DataFrame
             rows.append({
                 "run": name, "dataset": r["dataset"], "model": r["model"], "algorithm": r["algorithm"],
                 "label": ALGORITHM_LABELS[r["algorithm"]], "epsilon": r["epsilon"], "seed": r["seed"],
-                "tau": r.get("tau"), "gamma": r.get("gamma"), "attack": attack,
+                "setting": setting_label(r["dataset"], r["model"]), "eps_label": eps_label(r["epsilon"]),
+                "run_label": run_label(r), "tau": r.get("tau"), "gamma": r.get("gamma"), "attack": attack,
                 "accuracy": s["accuracy"]["mean"], "majority_rate": s["accuracy"].get("majority_class_rate"),
                 "top_pred_share": s["accuracy"].get("largest_predicted_class_share"),
                 "balanced_accuracy": s["accuracy"].get("balanced"),
@@ -69,6 +91,8 @@ def group_table(summaries: dict[str, dict], runs: dict[str, dict]) -> pd.DataFra
             for k, gname in enumerate(s["group_names"]):
                 rows.append({"run": name, "dataset": r["dataset"], "model": r["model"], "algorithm": r["algorithm"],
                              "label": ALGORITHM_LABELS[r["algorithm"]], "epsilon": r["epsilon"], "seed": r["seed"],
+                             "setting": setting_label(r["dataset"], r["model"]), "eps_label": eps_label(r["epsilon"]),
+                             "run_label": run_label(r),
                              "tau": r.get("tau"), "gamma": r.get("gamma"), "attack": attack, "group": gname,
                              "gpr": a["gpr"][k], "gpr_lo": a["gpr_lo"][k], "gpr_hi": a["gpr_hi"][k],
                              "accuracy_group": s["accuracy"]["by_group"][gname]})

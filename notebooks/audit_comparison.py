@@ -11,7 +11,7 @@
 # ---
 
 # %% [markdown]
-# # Audit comparison: PA-ALOOA against PA-LOOA, PA-GA, PA-GBA and LiRA
+# # Audit comparison: does PA-ALOOA agree with PA-LOOA, and is it stricter than PA-GA, PA-GBA and LiRA?
 #
 # Each configuration trains 2R models on complementary halves of a stratified audit set (every audit record is IN for
 # R models and OUT for R). Per record, an attack's *advantage* is TPR − FPR of a threshold rule over its 2R
@@ -45,35 +45,60 @@ from IPython.display import Markdown, display
 
 from fairdp_core import plots, results
 from fairdp_core import report_helpers as rh
+from fairdp_core.config import load_params
+from fairdp_core.reporting import audit_claims
 
 PARAMETERS = ("train_dir", "results_dir", "prepared_dir", "figures_dir", "metrics_path", "runs", "profile", "alpha", "looa_runs", "n_null", "seed")
 globals().update(rh.fill_parameters("audit_comparison", params_file, {k: globals()[k] for k in PARAMETERS}))  # None: params
-show, table = rh.shower(figures_dir), rh.table
+show, table = rh.shower(figures_dir), rh.tabler(figures_dir)
 summaries, runs_df, groups_df = rh.frames(results_dir, runs)
 
 # %% [markdown]
-# ## Δ by attack, for every configuration
-# Plug-in Δ in pp. Cost is counted in trained models, which is what dominates it and does not vary between
-# machines: every attack here reads the same bank of 2R models (LiRA's shadow models are the bank's other models);
-# PA-LOOA needs 2R' models per target record. Wall-clock seconds of each stage are in results/timings/ (kept out of
-# the tracked outputs so that reruns are byte-identical).
+# ## Δ by attack (the paper's Figs 8–10)
+# Plug-in Δ (pp) of each attack for SGD, DP-SGD and DP-SGD-S (the paper's three algorithms; seed-averaged), with a
+# black tick at each bar's **null floor**: the mean Δ when the group labels are permuted among the audited records
+# (same design and estimator). A bar that does not clear its tick shows no group difference beyond what the
+# estimator produces by chance. Every attack reads the same bank of 2R models (LiRA's shadow models are the bank's
+# other models); PA-LOOA needs 2R' models per target record.
 
 # %%
-wide = runs_df.pivot_table(index=["run", "n_models"], columns="attack", values="delta_pp").reset_index()
-table(wide, "{:.2f}", caption="Plug-in Δ (pp) by attack; n_models: the bank every attack of the run shares")
-floor = runs_df.pivot_table(index="run", columns="attack", values="null_floor_pp").reset_index()
-table(floor, "{:.2f}", caption="Null floor of Δ (pp) by attack: the mean plug-in Δ with group labels permuted among "
-      "the audited records (same design and estimator; PA-GBA refits its per-group thresholds on each permutation)")
+runs_df["attack_label"] = runs_df["attack"].map(plots.ATTACK_LABELS)
+runs_df["level_pp"] = [100 * float(np.mean(g)) if g is not None else np.nan for g in runs_df["gpr"]]
+grid_df = runs_df[runs_df.tau.isna() & runs_df.algorithm.isin(["sgd", "dpsgd", "dpsgd_s"])]
+by = grid_df.groupby(["setting", "epsilon", "label", "attack_label"], sort=False, dropna=False).agg(
+    delta_pp=("delta_pp", "mean"), null_floor_pp=("null_floor_pp", "mean"), level_pp=("level_pp", "mean")).reset_index()
+panels = []
+for _, g in by.groupby(["setting"], sort=False):
+    for e in sorted(g["epsilon"].dropna().unique()):
+        sub = g[(g.epsilon == e) | g.epsilon.isna()]
+        if sub[sub.epsilon.notna()]["label"].nunique() >= 2:
+            panels.append(sub.assign(eps_label=results.eps_label(e)))
+panels = pd.concat(panels) if panels else by.assign(eps_label=[])
+if len(panels):
+    show(plots.delta_by_attack(panels), "delta_by_attack",
+         "Δ (pp) by attack and algorithm, one panel per dataset × ε; black tick: the null floor of that bar "
+         "(SGD, no DP, repeated at each ε). Attacks: ALOOA CF / IS / NC = PA-ALOOA cross-fitted / in-sample (the "
+         "paper's) / null-corrected; GA, GBA = PA-GA, PA-GBA; LiRA on / off = LiRA online / offline.")
+    ins = panels[panels.attack_label == plots.ATTACK_LABELS["alooa_in_sample"]]["level_pp"]
+    show(plots.delta_by_attack(panels[panels.attack_label != plots.ATTACK_LABELS["alooa_in_sample"]], "level_pp",
+                               floor=None, ylabel="GPR level (pp)"), "gpr_level_by_attack",
+         "GPR level by attack (pp; attack names as above): the mean of the groups' GPRs. PA-ALOOA in-sample (the "
+         f"paper's estimator) is left out: its level, {ins.min():.0f}–{ins.max():.0f} pp, is mostly its own bias "
+         "under no leakage (see the estimator section; its values are in the CSV below). The cross-fitted estimator "
+         "is unbiased under no leakage and can come out below 0.")
+long = runs_df[["run_label", "n_models", "attack_label", "delta_pp", "null_floor_pp", "level_pp"]].rename(
+    columns={"run_label": "run", "attack_label": "attack", "n_models": "models (2R)", "level_pp": "GPR level (pp)"})
+table(long, "Every run × attack: plug-in Δ, its null floor and the GPR level (pp)", csv="delta_by_attack")
 
 # %% [markdown]
 # ## Attacks compared by what they find beyond their null floor
 # Plug-in Δ does not rank attacks: PA-GBA fits a threshold per model and group, which inflates Δ most for small
 # groups. Each attack is read against its own null floor, with the test of "some group differs" over records × model
-# pairs (the one whose level holds in simulation, reports/coverage/coverage.md), Holm-adjusted over every run ×
+# pairs (the one whose level holds in simulation, `reports/coverage/coverage.md`), Holm-adjusted over every run ×
 # attack tested on this page. The in-sample and null-corrected estimators have no such test (no interval). Nor has
 # PA-GBA: its per-group thresholds give groups of different sizes different expected advantages even when they leak
-# equally (−2.2 to −8.1 pp in simulation, reports/coverage/attack_coverage.md), so a test against 0 would reject with
-# no real difference; read it against its null floor only.
+# equally (−2.2 to −8.1 pp in simulation, `reports/coverage/attack_coverage.md`), so a test against 0 would reject
+# with no real difference; read it against its null floor only.
 
 # %%
 from fairdp_core.audit.stats import holm
@@ -81,25 +106,25 @@ from fairdp_core.audit.stats import holm
 runs_df.loc[runs_df.attack == "gba", "p_delta"] = np.nan  # no valid test against 0 (see above)
 runs_df["p_holm"] = holm(runs_df["p_delta"].to_numpy(dtype=float))
 n_tests = int(runs_df["p_delta"].notna().sum())
-by_attack = runs_df.groupby("attack").agg(runs=("run", "nunique"), mean_delta_pp=("delta_pp", "mean"),
-                                          mean_null_floor_pp=("null_floor_pp", "mean"),
-                                          significant_after_holm=("p_holm", lambda p: int((p < alpha).sum())
-                                                                  if p.notna().any() else -1))
-by_attack["mean_excess_pp"] = by_attack["mean_delta_pp"] - by_attack["mean_null_floor_pp"]
-by_attack = by_attack.sort_values("mean_excess_pp", ascending=False).reset_index()
-shown = by_attack.assign(significant_after_holm=by_attack["significant_after_holm"].map(
-    lambda v: "no test" if v < 0 else str(v)))
-table(shown, "{:.2f}", caption=f"Per attack: mean plug-in Δ, mean null floor and their difference (pp); runs whose "
-      f"p-value of 'some group differs' stays below α = {alpha:g} after Holm over the {n_tests} tests on this page")
-cost = pd.DataFrame([{"audit": "PA-ALOOA, PA-GA, PA-GBA, LiRA (one shared bank)", "models per configuration": 2 * s["R"]}
+by_attack = runs_df.groupby("attack_label").agg(runs=("run", "nunique"), delta_pp=("delta_pp", "mean"),
+                                                null_floor_pp=("null_floor_pp", "mean"),
+                                                significant=("p_holm", lambda p: int((p < alpha).sum())
+                                                             if p.notna().any() else -1))
+by_attack["excess_pp"] = by_attack["delta_pp"] - by_attack["null_floor_pp"]
+by_attack = by_attack.sort_values("excess_pp", ascending=False).reset_index()
+shown = by_attack.assign(significant=by_attack["significant"].map(lambda v: "no valid test" if v < 0 else str(v)))
+table(shown.rename(columns={"attack_label": "attack", "significant": "runs significant after Holm"}),
+      f"Per attack, means over the runs: plug-in Δ, null floor and their difference (pp); the runs whose p of 'some "
+      f"group differs' stays below α = {alpha:g} after Holm over the {n_tests} tests on this page")
+cost = pd.DataFrame([{"audit": "PA-ALOOA, PA-GA, PA-GBA, LiRA (one shared bank)", "models per configuration": f"{2 * s['R']}"}
                      for s in list(summaries.values())[:1]])
 if looa_runs:
     cost.loc[len(cost)] = {"audit": "PA-LOOA (exact)", "models per configuration": "2R' per target record"}
-table(cost, caption="Cost of each audit in trained models")
+table(cost, "Cost of each audit in trained models")
 
 # %% [markdown]
 # ## The three per-record estimators and their null distributions
-# The first DP-SGD configuration (or the first run), its raw loss signal, each estimator observed and under permuted membership labels.
+# The first DP-SGD configuration: its loss signal, each estimator observed and under permuted membership labels.
 
 # %%
 from fairdp_core.audit import attacks
@@ -113,35 +138,48 @@ sig = results.signals(train_dir, name)
 scores, mem = -sig["loss"].astype(float), design.membership
 rng = np.random.default_rng(seed)
 perm = rng.permuted(mem, axis=0)
-ests = {"in_sample": attacks.in_sample_advantage, "cross_fit": attacks.cross_fit_advantage,
-        "null_corrected": lambda s, m: attacks.null_corrected_advantage(s, m, rng=rng, n_null=n_null)}
+ests = {"in-sample": attacks.in_sample_advantage, "cross-fitted": attacks.cross_fit_advantage,
+        "null-corrected": lambda s, m: attacks.null_corrected_advantage(s, m, rng=rng, n_null=n_null)}
 obs = {k: f(scores, mem) for k, f in ests.items()}
 null = {k: f(scores, perm) for k, f in ests.items()}
-show(plots.estimator_distributions(obs, null, title=f"{name}: per-record advantage, 2R = {mem.shape[0]}"), "estimators")
-est_df = pd.DataFrame({"estimator": list(obs), "mean observed": [obs[k].mean() for k in obs],
-                       "mean under null": [null[k].mean() for k in null]})
-table(est_df, "{:.4f}")
+show(plots.estimator_distributions(obs, null, title=f"{results.run_label(r)}: per-record advantage, 2R = {mem.shape[0]}"),
+     "estimators", "Per-record advantage (pp) of each estimator, observed (blue) and with membership labels permuted "
+     "(grey); dashed lines: the means.")
+est_df = pd.DataFrame({"estimator": list(obs), "mean observed (pp)": [100 * obs[k].mean() for k in obs],
+                       "mean under null (pp)": [100 * null[k].mean() for k in null]})
+table(est_df, f"Mean per-record advantage (pp) of each estimator on {results.run_label(r)}, observed and under "
+      "permuted membership labels (where there is no leakage)")
 
 # %% [markdown]
 # ## PA-LOOA against PA-ALOOA, record by record
+# PA-LOOA trains 2R' models per target record (R' with it, R' without, all else equal); PA-ALOOA reads the one
+# shared bank. Agreement: Pearson r with its 95% interval (Fisher z with a jackknife standard error; coverage checked by simulation,
+# tests/test_reports.py), Spearman ρ, and the mean difference LOOA − ALOOA over the targets (pp, t interval). Each
+# per-record advantage is itself noisy (ALOOA: 2R models; LOOA: 2R'), which pulls r toward 0 even when the two agree
+# in expectation; the mean difference is the check that does not suffer from it.
 
 # %%
+claims = audit_claims(load_params(params_file), runs_df[runs_df.tau.isna()])
 looa_frames = []
 for name in looa_runs:
     p = Path(results_dir) / name / "looa.csv"
     if p.is_file():
         d = pd.read_csv(p)
-        d["run"] = name
-        looa_frames.append(d)
+        gnames = summaries[name]["group_names"]
+        d["group"] = [gnames[k] for k in d["group"]]
+        looa_frames.append(d.assign(run=results.run_label(runs[name])))
 if looa_frames:
     looa = pd.concat(looa_frames)
-    show(plots.looa_vs_alooa(looa, title="cross-fitted advantage per target record"), "looa_vs_alooa")
-    agree = looa.groupby("run").apply(lambda d: pd.Series({
-        "targets": len(d), "pearson r": d["looa_cross_fit"].corr(d["alooa_cross_fit"]),
-        "spearman r": d["looa_cross_fit"].corr(d["alooa_cross_fit"], method="spearman"),
-        "mean LOOA": d["looa_cross_fit"].mean(), "mean ALOOA": d["alooa_cross_fit"].mean()}),
-        include_groups=False).reset_index()
-    table(agree)
+    show(plots.looa_vs_alooa(looa, title="cross-fitted advantage per target record"), "looa_vs_alooa",
+         "PA-LOOA against PA-ALOOA advantage per target record (pp), coloured by group, jittered by up to ±1 pp so "
+         "that equal values do not hide each other; dashed: y = x.")
+    agree = pd.DataFrame([{"run": results.run_label(runs[k]), "targets": v["n"], "R'": v["R_prime"],
+                           "pearson r": v["r"], "r low": v["lo"], "r high": v["hi"], "spearman ρ": v["spearman"],
+                           "mean LOOA (pp)": v["looa_pp"], "mean ALOOA (pp)": v["alooa_pp"],
+                           "LOOA − ALOOA (pp)": v["mean_diff_pp"], "low (pp)": v["diff_lo"], "high (pp)": v["diff_hi"]}
+                          for k, v in claims["looa"].items()])
+    table(agree, "PA-LOOA against PA-ALOOA on the same target records: correlation (95% interval: Fisher z, jackknife SE) and mean "
+          "difference (95% t interval over targets)")
 else:
     agree = pd.DataFrame()
     display(Markdown("No PA-LOOA run in this profile (audit.looa.runs is empty)."))
@@ -150,17 +188,29 @@ else:
 # ## Findings
 
 # %%
-bias = est_df.set_index("estimator")["mean under null"]
-lines = [f"- Under permuted labels the in-sample estimator averages **{bias['in_sample']:.3f}** "
-         f"(2R = {mem.shape[0]}), the cross-fitted **{bias['cross_fit']:.3f}** and the null-corrected "
-         f"**{bias['null_corrected']:.3f}**: the paper's estimator reports advantage where there is none."]
-lines.append("- Mean Δ beyond its null floor by attack (pp): " + ", ".join(
-    f"{r.attack} {r.mean_excess_pp:+.2f} (Δ {r.mean_delta_pp:.2f}, floor {r.mean_null_floor_pp:.2f}; "
-    + ("no test" if r.significant_after_holm < 0 else f"{r.significant_after_holm} of {r.runs} runs significant after Holm")
-    + ")" for r in by_attack.itertuples()) + ".")
-best = by_attack.set_index("attack")["mean_excess_pp"]
-if len(agree):
-    lines.append("- PA-LOOA vs PA-ALOOA (cross-fitted), Pearson r per run: " +
-                 ", ".join(f"{r.run}: {r['pearson r']:.2f} over {int(r.targets)} targets" for _, r in agree.iterrows()) + ".")
+bias = est_df.set_index("estimator")["mean under null (pp)"]
+lines = [f"- With no leakage (permuted labels) the in-sample estimator averages **{bias['in-sample']:.1f} pp** "
+         f"(2R = {mem.shape[0]}), the cross-fitted **{bias['cross-fitted']:.1f} pp** and the null-corrected "
+         f"**{bias['null-corrected']:.1f} pp**: the paper's estimator reports advantage where there is none."]
+names = {"ga": "PA-GA", "gba": "PA-GBA"}
+for key, v in claims["strictness"].items():
+    ours, rival = key.split("-")
+    est = ("in-sample (the paper's; its level includes the estimator's own bias, "
+           f"{bias['in-sample']:.1f} pp under no leakage)" if ours == "alooa_in_sample" else "cross-fitted (unbiased)")
+    if v["lo"] is None:
+        continue
+    verdict = ("stricter" if v["lo"] > 0 else "less strict" if v["hi"] < 0 else "not distinguishable")
+    lines.append(f"- PA-ALOOA {est} against {names[rival]}: GPR level {v['mean_pp']:+.1f} pp [{v['lo']:+.1f}, "
+                 f"{v['hi']:+.1f}] over {v['runs']} DP runs, higher in {v['higher']}: **{verdict}**.")
+lines.append("- Δ beyond its null floor, mean over runs (pp): " + ", ".join(
+    f"{r.attack_label} {r.excess_pp:+.2f}" for r in by_attack.itertuples()) + ".")
+for k, v in claims["looa"].items():
+    agrees = v["diff_lo"] is not None and v["diff_lo"] <= 0 <= v["diff_hi"]
+    lines.append(f"- PA-LOOA vs PA-ALOOA on {results.run_label(runs[k])} ({v['n']} targets, R' = {v['R_prime']}): "
+                 f"r = {v['r']:.2f} [{v['lo']:.2f}, {v['hi']:.2f}], mean difference {v['mean_diff_pp']:+.2f} pp "
+                 f"[{v['diff_lo']:+.2f}, {v['diff_hi']:+.2f}]: "
+                 + ("**no detectable disagreement in level**" if agrees else "**the levels differ**") + ".")
 display(Markdown("\n".join(lines)))
-rh.write_metrics(metrics_path, {"null_mean": bias.to_dict(), "mean_excess_delta_by_attack": best.to_dict()})
+rh.write_metrics(metrics_path, {"null_mean_pp": bias.to_dict(),
+                                "mean_excess_delta_by_attack": by_attack.set_index("attack_label")["excess_pp"].to_dict(),
+                                "strictness": claims["strictness"], "looa": claims["looa"]})

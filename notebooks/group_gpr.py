@@ -11,11 +11,12 @@
 # ---
 
 # %% [markdown]
-# # Group privacy risk: SGD, DP-SGD and DP-SGD-S on every dataset
+# # Group privacy risk: which groups does membership inference hit hardest, and does DP-SGD-S even it out?
 #
-# GPR per group (mean PA-ALOOA cross-fitted advantage, pp) with 95% intervals over records × model pairs (coverage-checked: reports/coverage/), and
-# what DP-SGD-S changes: which groups got safer (leveling up) and which got riskier (leveling down), from paired
-# per-record differences on the same audit records.
+# Per group, the **GPR** is the mean PA-ALOOA advantage (cross-fitted: the held-out TPR − FPR of a per-record
+# threshold rule, in pp) over the group's audited records. **Δ** is max − min of the GPRs over groups (pp). This page
+# shows every dataset and ε of the grid: the GPRs, Δ against ε, the accuracy–Δ trade-off, and which groups got safer
+# or riskier under DP-SGD-S. The verdicts on the paper's claims are on the index page.
 
 # %% tags=["parameters"]
 # papermill sets these; left as None (e.g. run top to bottom in JupyterLab from notebooks/), they are
@@ -39,34 +40,88 @@ from IPython.display import Markdown, display
 from fairdp_core import plots, results
 from fairdp_core import report_helpers as rh
 from fairdp_core.audit import stats
+from fairdp_core.config import load_params
+from fairdp_core.reporting import main_table
 
 PARAMETERS = ("train_dir", "results_dir", "prepared_dir", "figures_dir", "metrics_path", "runs", "profile", "alpha", "seed")
 globals().update(rh.fill_parameters("group_gpr", params_file, {k: globals()[k] for k in PARAMETERS}))  # None: params
-show, table = rh.shower(figures_dir), rh.table
+show, table = rh.shower(figures_dir), rh.tabler(figures_dir)
 summaries, runs_df, groups_df = rh.frames(results_dir, runs)
+agg = main_table(load_params(params_file))
+
+# %% [markdown]
+# ## GPR per group
+# Bars: the GPR of each group, averaged over the seeds, with its 95% interval over audited records × model pairs
+# (coverage-checked, `reports/coverage/coverage.md`; over several seeds, the seeds' variances pooled as independent
+# audits). A black dot marks each bar's value, so a GPR of 0 shows as a dot on the axis and a missing bar as
+# nothing. The cross-fitted estimator is unbiased under no leakage, so a GPR can come out **below 0**: such a group
+# leaks nothing the attack can detect. SGD (no DP) is drawn in every ε column as the reference.
 
 # %%
-main = groups_df[(groups_df.attack == "alooa_cross_fit") & groups_df.tau.isna()]
-settings = main[["dataset", "model", "epsilon"]].drop_duplicates()
-for _, st in settings.iterrows():
-    eps_mask = main.epsilon.isna() | (main.epsilon == st.epsilon) if pd.notna(st.epsilon) else main.epsilon.isna()
-    sub = main[(main.dataset == st.dataset) & (main.model == st.model) & eps_mask]
-    if pd.isna(st.epsilon) or sub.algorithm.nunique() < 2:
-        continue
-    agg = sub.groupby(["label", "group"], sort=False)[["gpr", "gpr_lo", "gpr_hi"]].mean().reset_index()
-    show(plots.gpr_by_group(agg, title=f"{st.dataset} / {st.model}, ε = {st.epsilon:g} (SGD: no DP)"),
-         f"gpr_{st.dataset}_{st.model}_e{st.epsilon:g}")
+main = groups_df[(groups_df.attack == "alooa_cross_fit") & groups_df.tau.isna()].copy()
+main["se"] = (main["gpr_hi"] - main["gpr_lo"]) / (2 * 1.96)
+gpr = main.groupby(["setting", "dataset", "model", "epsilon", "label", "group"], sort=False, dropna=False).agg(
+    gpr=("gpr", "mean"), se2=("se", lambda s: float((s ** 2).sum()) / len(s) ** 2), seeds=("seed", "nunique")
+).reset_index()
+gpr["gpr_pp"] = 100 * gpr["gpr"]
+gpr["lo_pp"] = gpr["gpr_pp"] - 196 * np.sqrt(gpr["se2"])
+gpr["hi_pp"] = gpr["gpr_pp"] + 196 * np.sqrt(gpr["se2"])
+dp_eps = sorted(gpr["epsilon"].dropna().unique())
+panels = []
+for _, g in gpr.groupby(["setting", "dataset"], sort=False):
+    for e in dp_eps:
+        sub = g[(g.epsilon == e) | g.epsilon.isna()]
+        if sub[sub.epsilon.notna()]["label"].nunique() >= 2:  # an ε of the grid (not a sweep's DP-SGD baseline)
+            panels.append(sub.assign(eps_label=results.eps_label(e)))
+panels = pd.concat(panels) if panels else gpr.iloc[0:0].assign(eps_label=[])
+tabular = panels[panels.model == "lr"]
+images = panels[panels.model != "lr"]
+if len(tabular):
+    show(plots.gpr_grid(tabular), "gpr_tabular",
+         "GPR per group (pp, 95% interval), tabular datasets with logistic regression: one panel per dataset × ε "
+         "(a dataset's two ε side by side); SGD (no DP) repeated at each ε. Negative cross-fitted GPRs: no "
+         "detectable leakage.")
+if len(images):
+    show(plots.gpr_grid(images), "gpr_images",
+         "GPR per group (pp, 95% interval), image datasets (MNIST: groups are digits; UTKFace: race). Negative "
+         "cross-fitted GPRs: no detectable leakage.")
+table(gpr.assign(eps_label=gpr["epsilon"].map(results.eps_label))[
+    ["setting", "eps_label", "label", "group", "seeds", "gpr_pp", "lo_pp", "hi_pp"]],
+    "GPR per group (pp) with its 95% interval over records × model pairs, mean over the seeds", csv="gpr_by_group")
+
+# %% [markdown]
+# ## Δ against ε
+# Δ of the seed-averaged GPRs with its simultaneous 95% interval over the pairs of groups (the index's main
+# table). A wide interval that reaches 0 means these seeds and this audit cannot tell the groups apart.
+
+# %%
+dve = agg[["setting", "label", "epsilon", "delta_pp", "delta_lo", "delta_hi"]].rename(
+    columns={"delta_lo": "lo", "delta_hi": "hi"})
+if len(dve):
+    show(plots.delta_vs_epsilon(dve), "delta_vs_epsilon",
+         "Δ (pp) against ε (log scale) per dataset, one line per algorithm with 95% intervals; SGD (no DP) dashed.")
+
+# %% [markdown]
+# ## Accuracy against Δ
+# Lower Δ and higher accuracy are better. Error bars: the Δ interval (vertical) and the SD of accuracy over seeds
+# (horizontal; none with one seed). The dashed line joins each panel's Pareto front.
+
+# %%
+par = agg.assign(accuracy_pct=100 * agg["accuracy"], acc_err=100 * agg["accuracy_sd"])
+if len(par):
+    show(plots.pareto(par), "pareto",
+         "Test accuracy (%) against Δ (pp) per dataset: colour = algorithm, marker = ε (or no DP); error bars as above.")
 
 # %% [markdown]
 # ## Leveling up or down: GPR(DP-SGD-S) − GPR(DP-SGD) per group
-# The riskiest and safest groups under DP-SGD are picked on one half of the audited records and the change is measured
-# on the other half, so a group does not "improve" by regression to the mean of record noise. The interval resamples
-# records only: it is conditional on the two trained banks (a model × group effect they share is not resampled), and
-# it is not among the coverage-checked intervals.
+# The riskiest and safest groups under DP-SGD are picked on one half of the audited records and the change is
+# measured on the other half, so a group does not "improve" by regression to the mean. The interval resamples
+# records only: it is conditional on the two trained banks (a model × group effect they share is not resampled) and
+# is **not** among the coverage-checked intervals; read it as descriptive. Seed 0 of each setting.
 
 # %%
 rng = np.random.default_rng([seed, 1])  # the study seed: the record split and the bootstrap of the leveling
-level_rows, seed_rows = [], []
+level_rows = []
 pairs = [(k, v) for k, v in runs.items() if v["algorithm"] == "dpsgd" and v["tau"] is None]
 for name_a, ra in pairs:
     name_b = name_a.replace("-dpsgd-", "-dpsgd_s-")
@@ -74,36 +129,46 @@ for name_a, ra in pairs:
         continue
     a, b = results.records(results_dir, name_a), results.records(results_dir, name_b)
     gnames = summaries[name_a]["group_names"]
-    # riskiest/safest picked on one half of the audit records, change measured on the other half: picking and
-    # measuring on the same records shows "leveling" even between identical algorithms (regression to the mean)
     d = stats.leveling_split(a["alooa_cross_fit"].to_numpy(), b["alooa_cross_fit"].to_numpy(),
                              a["group"].to_numpy(), len(gnames), rng=rng)
     d["group"] = [gnames[k] for k in d["group"]]
-    d["setting"] = f"{ra['dataset']}/{ra['model']} ε={ra['epsilon']:g} s{ra['seed']}"
-    d["gpr_dpsgd"] = d["gpr_a_pick"]
+    d["setting"] = results.setting_label(ra["dataset"], ra["model"])
+    d["eps_label"] = results.eps_label(ra["epsilon"])
+    d["seed"] = ra["seed"]
+    d["key"] = f"{ra['dataset']}-{ra['model']}-e{ra['epsilon']:g}-s{ra['seed']}"
     level_rows.append(d)
 level = pd.concat(level_rows) if level_rows else pd.DataFrame()
 if len(level):
-    for setting, d in level.groupby("setting", sort=False):
-        if setting.endswith("s0"):
-            show(plots.level_shift(d, title=setting), "level_" + setting.replace("/", "_").replace(" ", "_").replace("=", "").replace("ε", "e"))
+    for c in ("change", "lo", "hi", "gpr_a_pick"):
+        level[f"{c}_pp"] = 100 * level[c]
     level["verdict"] = np.where(level.hi < 0, "safer", np.where(level.lo > 0, "riskier", "no clear change"))
-    table(level[["setting", "group", "role", "gpr_dpsgd", "change", "lo", "hi", "verdict"]], "{:.4f}")
+    s0 = level[level.seed == level.seed.min()]
+    show(plots.leveling_grid(s0), "leveling",
+         "GPR(DP-SGD-S) − GPR(DP-SGD) per group (pp, record-bootstrap interval, seed 0); the riskiest and safest "
+         "groups under DP-SGD are marked. Above 0: the group got riskier under DP-SGD-S.")
+    table(level[["setting", "eps_label", "seed", "group", "role", "gpr_a_pick_pp", "change_pp", "lo_pp", "hi_pp",
+                 "verdict"]].rename(columns={"gpr_a_pick_pp": "GPR under DP-SGD (pp)"}),
+          "Per group: GPR under DP-SGD and its change under DP-SGD-S (pp), record-bootstrap interval", csv="leveling")
+else:
+    display(Markdown("No DP-SGD / DP-SGD-S pair in this profile."))
 
 # %% [markdown]
-# ## DP-SGD vs DP-SGD-S across seeds (paired)
+# ## DP-SGD-S − DP-SGD over seeds (paired)
 
 # %%
 main_runs = runs_df[(runs_df.attack == "alooa_cross_fit") & runs_df.tau.isna() & runs_df.algorithm.isin(["dpsgd", "dpsgd_s"])]
 rows = []
-for (ds, mo, eps), g in main_runs.groupby(["dataset", "model", "epsilon"]):
+for (ds, mo, eps), g in main_runs.groupby(["dataset", "model", "epsilon"], sort=False):
     p = g.pivot_table(index="seed", columns="algorithm", values="delta_pp").dropna()
     if len(p) >= 2:
         c = stats.paired_seed_comparison(p["dpsgd_s"].to_numpy(), p["dpsgd"].to_numpy())
-        rows.append({"dataset": ds, "model": mo, "epsilon": eps, **c})
+        rows.append({"setting": results.setting_label(ds, mo), "eps_label": results.eps_label(eps),
+                     "key": f"{ds}-{mo}-e{eps:g}", **c})
 paired = pd.DataFrame(rows)
 if len(paired):
-    table(paired)
+    table(paired[["setting", "eps_label", "n_seeds", "mean_diff", "lo", "hi", "p_sign_flip", "p_min"]],
+          "Δ(DP-SGD-S) − Δ(DP-SGD), pp: mean over paired seeds with its 95% t interval, the exact sign-flip p and the "
+          "smallest p the seed count allows (below 6 seeds no result can reach p < 0.05)", "{:.3f}")
 else:
     display(Markdown("Fewer than two seeds per setting in this profile: no paired comparison over seeds."))
 
@@ -112,20 +177,29 @@ else:
 
 # %%
 lines = []
+dp = agg[agg.algorithm != "sgd"]
+if len(dp):
+    excl = dp[dp.delta_lo > 0]
+    lines.append(f"- Δ's interval excludes 0 in **{len(excl)} of {len(dp)}** DP configurations"
+                 + (": " + ", ".join(f"{r.setting} {r.label} {r.eps_label} (Δ {r.delta_pp:.2f} pp "
+                                     f"[{r.delta_lo:.2f}, {r.delta_hi:.2f}])" for r in excl.itertuples())
+                    if len(excl) else "") + ". Elsewhere this audit cannot tell the groups' risks apart.")
+    both = dp[dp.algorithm.isin(["dpsgd", "dpsgd_s"])].pivot_table(index=["setting", "eps_label"], columns="algorithm",
+                                                                   values="delta_pp").dropna()
+    if len(both):
+        lower = int((both["dpsgd_s"] < both["dpsgd"]).sum())
+        lines.append(f"- DP-SGD-S's Δ is below DP-SGD's in **{lower} of {len(both)}** settings (point estimates; "
+                     "the paired test over seeds is in the table above and on the index page).")
 if len(level):
-    for setting, d in level.groupby("setting", sort=False):
-        hi_risk = d[d.role == "riskiest"].iloc[0]
-        lo_risk = d[d.role == "safest"].iloc[0]
-        lines.append(f"- {setting}: the riskiest group under DP-SGD ({hi_risk.group}) changed by {100 * hi_risk.change:+.2f} pp "
-                     f"[{100 * hi_risk.lo:+.2f}, {100 * hi_risk.hi:+.2f}]; the safest ({lo_risk.group}) by "
-                     f"{100 * lo_risk.change:+.2f} pp [{100 * lo_risk.lo:+.2f}, {100 * lo_risk.hi:+.2f}].")
-for _, r in paired.iterrows():
-    lines.append(f"- {r.dataset}/{r.model} ε={r.epsilon:g}: Δ(DP-SGD-S) − Δ(DP-SGD) (plug-in) = {r.mean_diff:+.2f} pp over "
-                 f"{int(r.n_seeds)} seeds, 95% CI [{r.lo:+.2f}, {r.hi:+.2f}], sign-flip p = {r.p_sign_flip:.3f}.")
-display(Markdown("\n".join(lines) if lines else "No DP-SGD / DP-SGD-S pair in this profile."))
+    s0 = level[level.seed == level.seed.min()]
+    risk = s0[s0.role == "riskiest"]
+    lines.append(f"- The group riskiest under DP-SGD got safer under DP-SGD-S in {int((risk.verdict == 'safer').sum())}"
+                 f" of {len(risk)} settings and riskier in {int((risk.verdict == 'riskier').sum())} (descriptive "
+                 "intervals, see above).")
+display(Markdown("\n".join(lines) if lines else "No DP configuration in this profile."))
 rh.write_metrics(metrics_path, {
-    "leveling": {f"{r.setting}.{r.group}": {"change": r.change, "lo": r.lo, "hi": r.hi} for r in level.itertuples()}
-    if len(level) else {},
-    "paired_seeds": {f"{r.dataset}-{r.model}-e{r.epsilon:g}": {"mean_diff": r.mean_diff, "lo": r.lo, "hi": r.hi,
-                                                               "p_sign_flip": r.p_sign_flip, "n_seeds": r.n_seeds}
+    "leveling": {f"{r.key}.{r.group}": {"change": r.change, "lo": r.lo, "hi": r.hi}
+                 for r in level.itertuples()} if len(level) else {},
+    "paired_seeds": {r.key: {"mean_diff": r.mean_diff, "lo": r.lo, "hi": r.hi,
+                                                    "p_sign_flip": r.p_sign_flip, "n_seeds": r.n_seeds}
                      for r in paired.itertuples()}})

@@ -4,10 +4,15 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from fairlearn.metrics import MetricFrame, demographic_parity_difference, equalized_odds_difference
+from fairlearn.metrics import (
+    MetricFrame,
+    demographic_parity_difference,
+    equal_opportunity_difference,
+    equalized_odds_difference,
+)
 from sklearn.metrics import accuracy_score
 
-from fairdp_core.fairness import group_count_metrics, outcome_fairness
+from fairdp_core.fairness import group_count_metrics, outcome_fairness, paired_difference
 
 
 def _data(seed, n=3000, K=3):
@@ -31,6 +36,8 @@ def test_count_metrics_equal_fairlearn_resample_by_resample():
             demographic_parity_difference(y[i], pred[i], sensitive_features=g[i]))
         assert ours["equalized_odds"][b] == pytest.approx(
             equalized_odds_difference(y[i], pred[i], sensitive_features=g[i]))
+        assert ours["equal_opportunity"][b] == pytest.approx(
+            equal_opportunity_difference(y[i], pred[i], sensitive_features=g[i]))
 
 
 def test_outcome_fairness_points_cis_and_multiclass():
@@ -38,7 +45,9 @@ def test_outcome_fairness_points_cis_and_multiclass():
     names = np.array(["a", "b", "c"])[g]
     f = outcome_fairness(y, pred, names, n_boot=300)
     assert f["demographic_parity_difference"] == pytest.approx(demographic_parity_difference(y, pred, sensitive_features=names))
-    for k in ("accuracy_parity", "demographic_parity", "equalized_odds"):
+    assert f["equal_opportunity_difference"] == pytest.approx(
+        equal_opportunity_difference(y, pred, sensitive_features=names))
+    for k in ("accuracy_parity", "demographic_parity", "equalized_odds", "equal_opportunity"):
         lo, hi = f[f"{k}_ci"]
         point = f[k if k == "accuracy_parity" else f"{k}_difference"]
         assert lo <= point + 0.02 and hi >= point - 0.02 and lo < hi
@@ -47,3 +56,18 @@ def test_outcome_fairness_points_cis_and_multiclass():
     ym = np.random.default_rng(3).integers(0, 10, 1000)
     fm = outcome_fairness(ym, ym, ym.astype(str), n_boot=50)
     assert fm["accuracy_parity"] == 0.0 and "demographic_parity_difference" not in fm
+
+
+def test_paired_difference_points_and_sign():
+    """b − a equals the difference of the two models' own metrics; a model that is fairer by construction shows a
+    negative difference whose interval excludes 0, and a model against itself gives exactly 0."""
+    y, pred, g = _data(4, n=6000)
+    fair = np.where(np.random.default_rng(5).random(len(y)) < 0.75, y, 1 - y)  # every group 75% correct
+    d = paired_difference(y, pred, fair, g, n_boot=300)
+    a, b = outcome_fairness(y, pred, g, n_boot=10), outcome_fairness(y, fair, g, n_boot=10)
+    assert d["accuracy"][0] == pytest.approx(b["accuracy_parity"] - a["accuracy_parity"])
+    assert d["equal_opportunity"][0] == pytest.approx(
+        b["equal_opportunity_difference"] - a["equal_opportunity_difference"])
+    assert d["accuracy"][2] < 0  # pred's group accuracies span 0.70–0.80; fair's do not
+    same = paired_difference(y, pred, pred, g, n_boot=50)
+    assert all(v == [0.0, 0.0, 0.0] for v in same.values())

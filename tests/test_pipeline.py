@@ -322,6 +322,16 @@ def test_paper_snapshot_and_index_comparison(project):
     adult = [r for r in rows if r.startswith("<td>Adult, LR") and "quantile rule" in r]
     assert len(adult) == 1 and "-0.50 [-0.50, -0.50], p = 0.062" in adult[0]
     assert "<b>inconclusive</b>" in adult[0] and "reproduced" not in adult[0]
+    # the first screen: the findings box (paper value, estimate with CI and seeds, verdict) before the main table,
+    # which is grouped by dataset and states the accounting of every DP row (integers without decimals)
+    assert page.index("<h2>Findings</h2>") < page.index("<h2>Main results</h2>") < page.index("verdicts</h2>")
+    box = page.split("<h2>Findings</h2>")[1].split("</div>")[0]
+    adult_box = next(r for r in box.split("<tr>") if r.startswith("<td>Adult, LR"))
+    assert "0.27 → 0.17 pp (-0.10)" in adult_box and "-0.50 [-0.50, -0.50] pp, 5 seeds (this run)" in adult_box
+    assert "<b>inconclusive</b>" in adult_box and "Law (the paper's task), LR</td><td>0.59 → 0.41" in box
+    assert "<tr class='ds'><th colspan='12'>Adult</th></tr>" in page
+    assert "T = 2,317, Poisson sampling, RDP accountant, δ = 1e-05, ε spent = 9.990" in page
+    assert "2317.0" not in page and ">nan<" not in page
 
 
 def test_claim_verdicts_by_hand():
