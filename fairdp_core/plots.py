@@ -46,18 +46,21 @@ ALGORITHM_COLORS = {
     "DP-SGD-S": "#D55E00",
     "DP-SGD-S (paper rule)": "#009E73",
     "DP-SGD-S (paper code, not guaranteed)": "#CC79A7",
-    "DP-SGD-S (non-private stats)": "#E69F00",
+    "DP-SGD-S (non-private stats)": "#8C564B",
 }
 ATTACK_LABELS = {
     "alooa_cross_fit": "PA-ALOOA cross-fitted", "alooa_in_sample": "PA-ALOOA in-sample (paper)",
     "alooa_null_corrected": "PA-ALOOA null-corrected", "ga": "PA-GA", "gba": "PA-GBA",
-    "lira_online": "LiRA online", "lira_offline": "LiRA offline",
+    "lira_online": "LiRA online", "lira_offline": "LiRA offline", "rmia": "RMIA",
 }
 ATTACK_COLORS = {
     "PA-ALOOA cross-fitted": "#0072B2", "PA-ALOOA in-sample (paper)": "#56B4E9", "PA-ALOOA null-corrected": "#003f63",
-    "PA-GA": "#009E73", "PA-GBA": "#E69F00", "LiRA online": "#CC79A7", "LiRA offline": "#882255",
+    "PA-GA": "#009E73", "PA-GBA": "#E69F00", "LiRA online": "#CC79A7", "LiRA offline": "#882255", "RMIA": "#44AA99",
 }
 _OTHER = ["#999933", "#44AA99", "#AA4499", "#332288", "#DDCC77", "#117733"]
+# groups (not algorithms): Tol's muted palette, ordered so that the first two contrast
+GROUP_COLORS = ["#332288", "#DDAA33", "#44AA99", "#CC6677", "#88CCEE", "#882255", "#117733", "#999933", "#AA4499",
+                "#661100"]
 
 
 def _color(label: str) -> str:
@@ -165,11 +168,14 @@ def leveling_grid(df: pd.DataFrame, *, title: str = "", n_cols: int = 4) -> plt.
         err = np.clip([d["change_pp"] - d["lo_pp"], d["hi_pp"] - d["change_pp"]], 0, None)
         ax.errorbar(np.arange(len(d)), d["change_pp"], yerr=err, fmt="o", capsize=3,
                     color=ALGORITHM_COLORS["DP-SGD-S"])
-        ax.set_xticks(np.arange(len(d)), [f"{g}\n({r})" if r in ("riskiest", "safest") else str(g)
+        many = len(d) > 5  # roles in the title: under the ticks they would overlap
+        ax.set_xticks(np.arange(len(d)), [f"{g}\n({r})" if r in ("riskiest", "safest") and not many else str(g)
                                           for g, r in zip(d["group"], d["role"])], fontsize=7)
         ax.set_xlim(-0.5, len(d) - 0.5)
         ax.axhline(0, color="grey", lw=0.8)
-        ax.set_title(f"{s}, {e}", fontsize=10)
+        roles = {r: g for g, r in zip(d["group"], d["role"]) if r in ("riskiest", "safest")}
+        ax.set_title(f"{s}, {e}" + (f"\nriskiest {roles.get('riskiest')}, safest {roles.get('safest')}" if many else ""),
+                     fontsize=10)
         ax.set_ylabel("change (pp)" if k % n_cols == 0 else "", fontsize=9)
     for k in range(len(keys), n_rows * n_cols):
         axes[k // n_cols, k % n_cols].set_axis_off()
@@ -181,7 +187,7 @@ def leveling_grid(df: pd.DataFrame, *, title: str = "", n_cols: int = 4) -> plt.
 
 ATTACK_SHORT = {"PA-ALOOA cross-fitted": "ALOOA\nCF", "PA-ALOOA in-sample (paper)": "ALOOA\nIS",
                 "PA-ALOOA null-corrected": "ALOOA\nNC", "PA-GA": "GA", "PA-GBA": "GBA", "LiRA online": "LiRA\non",
-                "LiRA offline": "LiRA\noff"}
+                "LiRA offline": "LiRA\noff", "RMIA": "RMIA"}
 
 
 def delta_by_attack(df: pd.DataFrame, y: str = "delta_pp", *, floor: str | None = "null_floor_pp",
@@ -234,6 +240,8 @@ def delta_vs_epsilon(df: pd.DataFrame, *, title: str = "") -> plt.Figure:
             dodge = 1.06 ** (present.index(lab) - (len(present) - 1) / 2)  # side by side on the log axis
             ax.errorbar(g["epsilon"] * dodge, g["delta_pp"], yerr=err, marker="o", capsize=3, color=_color(lab),
                         lw=1.2, ms=4)
+        if "null_floor_pp" in sub and sub["null_floor_pp"].notna().any():
+            ax.axhline(sub["null_floor_pp"].mean(), color="black", ls=":", lw=1)
         ax.set_xscale("log")
         eps = sorted(sub["epsilon"].dropna().unique())
         ax.set_xticks(eps, [f"{e:g}" for e in eps])
@@ -246,6 +254,9 @@ def delta_vs_epsilon(df: pd.DataFrame, *, title: str = "") -> plt.Figure:
         fig.suptitle(title)
     _legend_below(fig, labels, names=[lab + (" (no DP, dashed)" if lab == "SGD" else "") for lab in labels],
                   markers=True)
+    if "null_floor_pp" in df:
+        fig.legend([plt.Line2D([], [], color="black", ls=":", lw=1)], ["null floor (mean over the panel's rows)"],
+                   loc="lower right", fontsize=8, frameon=False)
     _finish(fig)
     return _tag(fig, labels)
 
@@ -304,22 +315,24 @@ def sweep_lines(df: pd.DataFrame, x: str, *, line: str, base: pd.DataFrame | Non
         g = g.sort_values(x)
         for ax, (y, lo, hi) in zip(axes, (("delta_pp", "lo", "hi"), ("accuracy_pct", "acc_lo", "acc_hi"))):
             ax.errorbar(g[x], g[y], yerr=np.clip([g[y] - g[lo], g[hi] - g[y]], 0, None), marker="o", capsize=3,
-                        color=ALGORITHM_COLORS["DP-SGD-S"], ls=styles[v], label=f"DP-SGD-S, {line} = {v:g}")
+                        color=ALGORITHM_COLORS["DP-SGD-S"], ls=styles[v],
+                        label=f"DP-SGD-S, {({'tau': 'τ', 'gamma': 'γ'}).get(line, line)} = {v:g}")
     if base is not None and len(base):
         b = base.iloc[0]
         for ax, (y, lo, hi) in zip(axes, (("delta_pp", "lo", "hi"), ("accuracy_pct", "acc_lo", "acc_hi"))):
             ax.axhspan(b[lo], b[hi], color=ALGORITHM_COLORS["DP-SGD"], alpha=0.15)
             ax.axhline(b[y], color=ALGORITHM_COLORS["DP-SGD"], lw=1.2, label="DP-SGD (95% interval shaded)")
     xs = sorted(df[x].unique())
+    sym = {"tau": "τ", "gamma": "γ"}
     for ax, yl in zip(axes, ("Δ (pp)", "test accuracy (%)")):
         ax.set_xscale("log")
         ax.set_xticks(xs, [f"{v:g}" for v in xs])
         ax.minorticks_off()
-        ax.set(xlabel=x, ylabel=yl)
+        ax.set(xlabel=sym.get(x, x), ylabel=yl)
     h, lab = axes[0].get_legend_handles_labels()
     fig.legend(h, lab, loc="lower center", ncol=len(lab), fontsize=9, frameon=False)
     if title:
-        fig.suptitle(title)
+        fig.suptitle(title, fontsize=11)
     _finish(fig)
     return _tag(fig, ["DP-SGD-S"] + (["DP-SGD"] if base is not None and len(base) else []))
 
@@ -362,9 +375,11 @@ def estimator_distributions(adv: dict[str, np.ndarray], null: dict[str, np.ndarr
         ax.axvline(n0.mean(), color="#555555", ls="--", lw=1)
         ax.axvline(a.mean(), color="#0072B2", ls="--", lw=1)
         ax.set(title=f"{name}: mean {a.mean():.1f} pp (null {n0.mean():.1f})", xlabel="advantage (pp)")
+    np.atleast_1d(axes)[0].set_ylabel("density")
     fig.legend(*np.atleast_1d(axes)[0].get_legend_handles_labels(), loc="lower center", ncol=2, fontsize=9,
                frameon=False)
-    fig.suptitle(title)
+    if title:
+        fig.suptitle(title, fontsize=11)
     _finish(fig)
     return _tag(fig, [])
 
@@ -372,18 +387,20 @@ def estimator_distributions(adv: dict[str, np.ndarray], null: dict[str, np.ndarr
 def looa_vs_alooa(df: pd.DataFrame, *, title: str = "") -> plt.Figure:
     """Record by record: PA-LOOA against PA-ALOOA advantage (cross-fitted, pp), one colour per group; each point
     jittered by up to ±1 pp for display (the advantages are discrete)."""
-    fig, ax = plt.subplots(figsize=(5, 4.4))
+    fig, ax = plt.subplots(figsize=(5.5, 4.2))
     groups = list(dict.fromkeys(df["group"]))
     jitter = np.random.default_rng(0)  # display only: per-record advantages are discrete and would overlap
     for k, g in enumerate(groups):
         d = df[df.group == g]
         ax.scatter(100 * d["alooa_cross_fit"] + jitter.uniform(-1, 1, len(d)),
-                   100 * d["looa_cross_fit"] + jitter.uniform(-1, 1, len(d)), s=18, alpha=0.6,
-                   color=_OTHER[k % len(_OTHER)], label=str(g))
-    v = 100 * df[["alooa_cross_fit", "looa_cross_fit"]].to_numpy()
-    lim = [v.min() - 2, v.max() + 2]
-    ax.plot(lim, lim, color="grey", lw=0.8, ls="--", label="y = x")
-    ax.set(xlabel="PA-ALOOA advantage (pp)", ylabel="PA-LOOA advantage (pp)", title=title)
+                   100 * d["looa_cross_fit"] + jitter.uniform(-1, 1, len(d)), s=18, alpha=0.7,
+                   color=GROUP_COLORS[k % len(GROUP_COLORS)], label=str(g))
+    x, yv = 100 * df["alooa_cross_fit"].to_numpy(), 100 * df["looa_cross_fit"].to_numpy()
+    lo, hi = max(x.min(), yv.min()) - 2, min(x.max(), yv.max()) + 2
+    if lo < hi:  # y = x over the range both axes share (it does not stretch either axis)
+        ax.plot([lo, hi], [lo, hi], color="grey", lw=0.8, ls="--", label="y = x")
+    ax.set(xlabel="PA-ALOOA advantage (pp)", ylabel="PA-LOOA advantage (pp)")
+    ax.set_title(title, fontsize=10)
     ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1), frameon=False)
     fig.tight_layout()
     return _tag(fig, [])

@@ -61,6 +61,7 @@ def run_table(summaries: dict[str, dict], runs: dict[str, dict]) -> pd.DataFrame
                 "label": ALGORITHM_LABELS[r["algorithm"]], "epsilon": r["epsilon"], "seed": r["seed"],
                 "setting": setting_label(r["dataset"], r["model"]), "eps_label": eps_label(r["epsilon"]),
                 "run_label": run_label(r), "tau": r.get("tau"), "gamma": r.get("gamma"), "attack": attack,
+                "lr": (s.get("spec") or {}).get("lr"),
                 "accuracy": s["accuracy"]["mean"], "majority_rate": s["accuracy"].get("majority_class_rate"),
                 "top_pred_share": s["accuracy"].get("largest_predicted_class_share"),
                 "balanced_accuracy": s["accuracy"].get("balanced"),

@@ -11,7 +11,9 @@
 # ---
 
 # %% [markdown]
-# # Audit comparison: does PA-ALOOA agree with PA-LOOA, and is it stricter than PA-GA, PA-GBA and LiRA?
+# # Audit comparison: does PA-ALOOA agree with PA-LOOA, and is it stricter than PA-GA, PA-GBA, LiRA and RMIA?
+#
+# [← the index: findings and main table](index.html)
 #
 # Each configuration trains 2R models on complementary halves of a stratified audit set (every audit record is IN for
 # R models and OUT for R). Per record, an attack's *advantage* is TPR − FPR of a threshold rule over its 2R
@@ -78,7 +80,8 @@ if len(panels):
     show(plots.delta_by_attack(panels), "delta_by_attack",
          "Δ (pp) by attack and algorithm, one panel per dataset × ε; black tick: the null floor of that bar "
          "(SGD, no DP, repeated at each ε). Attacks: ALOOA CF / IS / NC = PA-ALOOA cross-fitted / in-sample (the "
-         "paper's) / null-corrected; GA, GBA = PA-GA, PA-GBA; LiRA on / off = LiRA online / offline.")
+         "paper's) / null-corrected; GA, GBA = PA-GA, PA-GBA; LiRA on / off = LiRA online / offline; RMIA "
+         "(Zarifzadeh et al. 2024, its threshold cross-fitted).")
     ins = panels[panels.attack_label == plots.ATTACK_LABELS["alooa_in_sample"]]["level_pp"]
     show(plots.delta_by_attack(panels[panels.attack_label != plots.ATTACK_LABELS["alooa_in_sample"]], "level_pp",
                                floor=None, ylabel="GPR level (pp)"), "gpr_level_by_attack",
@@ -94,10 +97,10 @@ table(long, "Every run × attack: plug-in Δ, its null floor and the GPR level (
 # ## Attacks compared by what they find beyond their null floor
 # Plug-in Δ does not rank attacks: PA-GBA fits a threshold per model and group, which inflates Δ most for small
 # groups. Each attack is read against its own null floor, with the test of "some group differs" over records × model
-# pairs (the one whose level holds in simulation, `reports/coverage/coverage.md`), Holm-adjusted over every run ×
+# pairs (the one whose level holds in simulation, [coverage/coverage.md](coverage/coverage.md)), Holm-adjusted over every run ×
 # attack tested on this page. The in-sample and null-corrected estimators have no such test (no interval). Nor has
 # PA-GBA: its per-group thresholds give groups of different sizes different expected advantages even when they leak
-# equally (−2.2 to −8.1 pp in simulation, `reports/coverage/attack_coverage.md`), so a test against 0 would reject
+# equally (−2.2 to −8.1 pp in simulation, [coverage/attack_coverage.md](coverage/attack_coverage.md)), so a test against 0 would reject
 # with no real difference; read it against its null floor only.
 
 # %%
@@ -170,7 +173,8 @@ for name in looa_runs:
         looa_frames.append(d.assign(run=results.run_label(runs[name])))
 if looa_frames:
     looa = pd.concat(looa_frames)
-    show(plots.looa_vs_alooa(looa, title="cross-fitted advantage per target record"), "looa_vs_alooa",
+    show(plots.looa_vs_alooa(looa, title=f"{looa['run'].iloc[0]}: cross-fitted advantage per target record"),
+         "looa_vs_alooa",
          "PA-LOOA against PA-ALOOA advantage per target record (pp), coloured by group, jittered by up to ±1 pp so "
          "that equal values do not hide each other; dashed: y = x.")
     agree = pd.DataFrame([{"run": results.run_label(runs[k]), "targets": v["n"], "R'": v["R_prime"],
@@ -206,10 +210,14 @@ lines.append("- Δ beyond its null floor, mean over runs (pp): " + ", ".join(
     f"{r.attack_label} {r.excess_pp:+.2f}" for r in by_attack.itertuples()) + ".")
 for k, v in claims["looa"].items():
     agrees = v["diff_lo"] is not None and v["diff_lo"] <= 0 <= v["diff_hi"]
+    half = (v["diff_hi"] - v["diff_lo"]) / 2
+    verdict = ("**the levels differ**" if not agrees else
+               f"**consistent**: no level difference beyond ±{half:.1f} pp, and r > 0" if v["lo"] > 0 else
+               f"**inconclusive**: no level difference beyond ±{half:.1f} pp, and the record-level correlation is not "
+               "distinguishable from 0")
     lines.append(f"- PA-LOOA vs PA-ALOOA on {results.run_label(runs[k])} ({v['n']} targets, R' = {v['R_prime']}): "
                  f"r = {v['r']:.2f} [{v['lo']:.2f}, {v['hi']:.2f}], mean difference {v['mean_diff_pp']:+.2f} pp "
-                 f"[{v['diff_lo']:+.2f}, {v['diff_hi']:+.2f}]: "
-                 + ("**no detectable disagreement in level**" if agrees else "**the levels differ**") + ".")
+                 f"[{v['diff_lo']:+.2f}, {v['diff_hi']:+.2f}]: {verdict}.")
 display(Markdown("\n".join(lines)))
 rh.write_metrics(metrics_path, {"null_mean_pp": bias.to_dict(),
                                 "mean_excess_delta_by_attack": by_attack.set_index("attack_label")["excess_pp"].to_dict(),

@@ -13,6 +13,8 @@
 # %% [markdown]
 # # Group privacy risk: which groups does membership inference hit hardest, and does DP-SGD-S even it out?
 #
+# [← the index: findings and main table](index.html)
+#
 # Per group, the **GPR** is the mean PA-ALOOA advantage (cross-fitted: the held-out TPR − FPR of a per-record
 # threshold rule, in pp) over the group's audited records. **Δ** is max − min of the GPRs over groups (pp). This page
 # shows every dataset and ε of the grid: the GPRs, Δ against ε, the accuracy–Δ trade-off, and which groups got safer
@@ -52,10 +54,11 @@ agg = main_table(load_params(params_file))
 # %% [markdown]
 # ## GPR per group
 # Bars: the GPR of each group, averaged over the seeds, with its 95% interval over audited records × model pairs
-# (coverage-checked, `reports/coverage/coverage.md`; over several seeds, the seeds' variances pooled as independent
-# audits). A black dot marks each bar's value, so a GPR of 0 shows as a dot on the axis and a missing bar as
-# nothing. The cross-fitted estimator is unbiased under no leakage, so a GPR can come out **below 0**: such a group
-# leaks nothing the attack can detect. SGD (no DP) is drawn in every ε column as the reference.
+# (coverage-checked, [coverage/coverage.md](coverage/coverage.md); over several seeds, the seeds' variances pooled
+# as independent audits). A black dot marks each bar's value, so a GPR of 0 shows as a dot on the axis and a
+# missing bar as nothing. The cross-fitted estimator is unbiased under no leakage, so a GPR can come out **below
+# 0**: a point estimate below 0 whose interval covers 0 is consistent with no leakage. SGD (no DP) is drawn at
+# every ε as the reference.
 
 # %%
 main = groups_df[(groups_df.attack == "alooa_cross_fit") & groups_df.tau.isna()].copy()
@@ -79,14 +82,14 @@ images = panels[panels.model != "lr"]
 if len(tabular):
     show(plots.gpr_grid(tabular), "gpr_tabular",
          "GPR per group (pp, 95% interval), tabular datasets with logistic regression: one panel per dataset × ε "
-         "(a dataset's two ε side by side); SGD (no DP) repeated at each ε. Negative cross-fitted GPRs: no "
-         "detectable leakage.")
+         "(a dataset's two ε side by side); SGD (no DP) repeated at each ε. A GPR below 0 whose interval covers 0 "
+         "is consistent with no leakage.")
 if len(images):
     show(plots.gpr_grid(images), "gpr_images",
-         "GPR per group (pp, 95% interval), image datasets (MNIST: groups are digits; UTKFace: race). Negative "
-         "cross-fitted GPRs: no detectable leakage.")
+         "GPR per group (pp, 95% interval), image datasets (MNIST: groups are digits; UTKFace: race). A GPR "
+         "below 0 whose interval covers 0 is consistent with no leakage.")
 table(gpr.assign(eps_label=gpr["epsilon"].map(results.eps_label))[
-    ["setting", "eps_label", "label", "group", "seeds", "gpr_pp", "lo_pp", "hi_pp"]],
+    ["setting", "eps_label", "label", "group", "seeds", "gpr_pp", "lo_pp", "hi_pp"]].rename(columns={"label": "algorithm"}),
     "GPR per group (pp) with its 95% interval over records × model pairs, mean over the seeds", csv="gpr_by_group")
 
 # %% [markdown]
@@ -95,11 +98,12 @@ table(gpr.assign(eps_label=gpr["epsilon"].map(results.eps_label))[
 # table). A wide interval that reaches 0 means these seeds and this audit cannot tell the groups apart.
 
 # %%
-dve = agg[["setting", "label", "epsilon", "delta_pp", "delta_lo", "delta_hi"]].rename(
+dve = agg[["setting", "label", "epsilon", "delta_pp", "delta_lo", "delta_hi", "null_floor_pp"]].rename(
     columns={"delta_lo": "lo", "delta_hi": "hi"})
 if len(dve):
     show(plots.delta_vs_epsilon(dve), "delta_vs_epsilon",
-         "Δ (pp) against ε (log scale) per dataset, one line per algorithm with 95% intervals; SGD (no DP) dashed.")
+         "Δ (pp) against ε (log scale) per dataset, one line per algorithm with 95% intervals (side by side); SGD "
+         "(no DP) dashed; dotted: the null floor, the Δ that permuted group labels give.")
 
 # %% [markdown]
 # ## Accuracy against Δ
@@ -168,7 +172,7 @@ paired = pd.DataFrame(rows)
 if len(paired):
     table(paired[["setting", "eps_label", "n_seeds", "mean_diff", "lo", "hi", "p_sign_flip", "p_min"]],
           "Δ(DP-SGD-S) − Δ(DP-SGD), pp: mean over paired seeds with its 95% t interval, the exact sign-flip p and the "
-          "smallest p the seed count allows (below 6 seeds no result can reach p < 0.05)", "{:.3f}")
+          "smallest p the seed count allows (below 6 seeds no result can reach p < 0.05)", "{:.2f}")
 else:
     display(Markdown("Fewer than two seeds per setting in this profile: no paired comparison over seeds."))
 

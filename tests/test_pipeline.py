@@ -179,7 +179,7 @@ def test_audit_command_writes_every_artifact_atomically(law_smoke, monkeypatch, 
     assert (project / "results" / "timings" / f"train-{name}.json").is_file()  # outside the tracked outputs
     s = json.loads((out / "summary.json").read_text())
     assert set(s["attacks"]) == {"alooa_cross_fit", "alooa_in_sample", "alooa_null_corrected", "ga", "gba",
-                                 "lira_online", "lira_offline"}
+                                 "lira_online", "lira_offline", "rmia"}
     acct = s["accounting"]
     assert acct["epsilon"] <= 10 and acct["accountant"] == "rdp" and acct["sampling"] == "poisson"
     assert {"sigma_g", "sample_rate", "steps", "delta"} <= set(acct)
@@ -315,7 +315,7 @@ def test_paper_snapshot_and_index_comparison(project):
     page = build_index(params).read_text()
     assert "The paper reports Δ 0.27 → 0.17 pp (-0.10)" in page
     assert "Δ (cross-fitted) -0.50 pp [-0.50, -0.50], sign-flip p = 0.062" in page
-    assert "accuracy -0.50 pp" in page and "∞ (non-private)" in page
+    assert "accuracy -0.50 pp" in page and "<td>Adult</td><td>LR</td><td>no DP</td>" in page
     # the verdicts table: every seed lowers Δ by 0.5 pp, but 5 seeds cannot make the exact test reject (smallest p
     # 2/32 = 0.0625), so the row stays inconclusive although its t interval excludes 0
     rows = page.split("The paper's claims: verdicts")[1].split("</table>")[0].split("<tr>")
@@ -327,7 +327,7 @@ def test_paper_snapshot_and_index_comparison(project):
     assert page.index("<h2>Findings</h2>") < page.index("<h2>Main results</h2>") < page.index("verdicts</h2>")
     box = page.split("<h2>Findings</h2>")[1].split("</div>")[0]
     adult_box = next(r for r in box.split("<tr>") if r.startswith("<td>Adult, LR"))
-    assert "0.27 → 0.17 pp (-0.10)" in adult_box and "-0.50 [-0.50, -0.50] pp, 5 seeds (this run)" in adult_box
+    assert "0.27 → 0.17 pp (-0.10)" in adult_box and "-0.50 pp [-0.50, -0.50], 5 seeds (this run)" in adult_box
     assert "<b>inconclusive</b>" in adult_box and "Law (the paper's task), LR</td><td>0.59 → 0.41" in box
     assert "<tr class='ds'><th colspan='12'>Adult</th></tr>" in page
     assert "T = 2,317, Poisson sampling, RDP accountant, δ = 1e-05, ε spent = 9.990" in page

@@ -29,6 +29,7 @@ __all__ = [
     "logit_confidence",
     "null_corrected_advantage",
     "record_advantage",
+    "rmia_scores",
 ]
 
 Estimator = Literal["in_sample", "cross_fit", "null_corrected"]
@@ -222,4 +223,39 @@ def lira_scores(phi: np.ndarray, membership: np.ndarray, *, mode: Literal["onlin
             continue
         mu_in, sd_in = fit(shadow, lab)
         out[target] = logpdf(phi[target], mu_in, sd_in) - logpdf(phi[target], mu_out, sd_out)
+    return out
+
+
+def rmia_scores(phi: np.ndarray, membership: np.ndarray, *, gamma: float = 1.0,
+                folds: np.ndarray | None = None) -> np.ndarray:
+    """RMIA (Zarifzadeh et al. 2024, arXiv 2312.03262) on a model bank, [M, m] scores in [0, 1].
+
+    For model j and record x: Pr(x | θ_j) = p_j(x), the model's probability of x's label (from φ, the logit-scaled
+    confidence); Pr(x) = the mean of p over the reference models, the models of the OTHER fold (as for LiRA,
+    :func:`lira_scores`: model pairs are complementary halves, so each fold holds every record IN in exactly half
+    its models, whatever j's own label). LR(x) = p_j(x) / Pr(x). The score is the share of population records z
+    with LR(x) / LR(z) ≥ ``gamma``; the population of model j is its OUT records (non-members by design) other than
+    x itself. No threshold is fitted on membership labels here; the advantage estimators threshold the score.
+    """
+    phi = np.asarray(phi, dtype=np.float64)
+    lab = np.asarray(membership, dtype=bool)
+    M, m = phi.shape
+    folds = pair_folds(M) if folds is None else np.asarray(folds)
+    p = 1.0 / (1.0 + np.exp(-np.clip(phi, -700, 700)))
+    lr = np.empty_like(p)
+    for f in np.unique(folds):
+        target, ref = folds == f, folds != f
+        if not ref.any():
+            raise ValueError("RMIA needs at least two model pairs (two folds)")
+        lr[target] = p[target] / np.maximum(p[ref].mean(0), 1e-300)
+    out = np.empty_like(p)
+    for j in range(M):
+        pop = np.sort(lr[j, ~lab[j]])
+        n_pop = len(pop)
+        if n_pop < 2:
+            raise ValueError("RMIA needs at least two OUT records per model")
+        # z with LR(z) <= LR(x) / gamma; x itself is in its own model's population when it is OUT: remove it
+        below = np.searchsorted(pop, lr[j] / gamma, side="right").astype(np.float64)
+        self_in = ~lab[j] & (lr[j] <= lr[j] / gamma)
+        out[j] = (below - self_in) / (n_pop - (~lab[j]).astype(np.float64))
     return out

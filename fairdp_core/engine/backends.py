@@ -23,7 +23,8 @@ from torch.func import functional_call, grad, vmap
 
 from ..models import MLP, LogisticRegression, MnistCNN, UTKFaceCNN
 
-__all__ = ["Backend", "DenseBackend", "FuncBackend", "LayerBackend", "make_backend", "stack_params"]
+__all__ = ["ENGINE_LAYERS", "Backend", "DenseBackend", "FuncBackend", "LayerBackend", "UnsupportedModule", "check_module",
+           "make_backend", "stack_params"]
 
 
 def stack_params(modules: list[nn.Module]) -> dict[str, torch.Tensor]:
@@ -244,12 +245,55 @@ class LayerBackend(Backend):
         return torch.stack(outs)
 
 
+class UnsupportedModule(ValueError):
+    """A module the engine cannot train exactly. ``layers``: (name, type) of the offending layers; ``mixes_samples``:
+    True when one of them mixes samples within a batch (BatchNorm), which no DP-SGD implementation can train."""
+
+    def __init__(self, message: str, layers: list[tuple[str, str]], *, mixes_samples: bool) -> None:
+        super().__init__(message)
+        self.layers = layers
+        self.mixes_samples = mixes_samples
+
+
+# Layers with parameters whose per-sample gradients the engine computes exactly (Linear and Conv2d in closed form;
+# GroupNorm and LayerNorm, which act on one sample at a time, through torch.func). Parameter-free layers
+# (activations, pooling, Flatten) may sit anywhere between them; random or recurrent ones may not.
+ENGINE_LAYERS = (nn.Linear, nn.Conv2d, nn.GroupNorm, nn.LayerNorm)
+_RANDOM_OR_STATEFUL = (nn.modules.dropout._DropoutNd, nn.RNNBase)
+
+
+def check_module(module: nn.Module) -> None:
+    """Raise :class:`UnsupportedModule`, naming the layers, unless the engine can train ``module`` exactly."""
+    mixing = [(n, type(m).__name__) for n, m in module.named_modules()
+              if isinstance(m, (nn.modules.batchnorm._BatchNorm, nn.modules.instancenorm._InstanceNorm))
+              and (getattr(m, "track_running_stats", False) or isinstance(m, nn.modules.batchnorm._BatchNorm))]
+    if mixing:
+        raise UnsupportedModule(
+            f"{', '.join(f'{n} ({t})' for n, t in mixing)}: batch statistics mix the samples of a batch, so per-sample "
+            "gradients (and DP-SGD) are undefined; use GroupNorm instead (opacus.validators.ModuleValidator.fix "
+            "does this)", mixing, mixes_samples=True)
+    other = [(n, type(m).__name__) for n, m in module.named_modules()
+             if n and (isinstance(m, _RANDOM_OR_STATEFUL)
+                       or (any(True for _ in m.parameters(recurse=False)) and not isinstance(m, ENGINE_LAYERS)))]
+    if other:
+        raise UnsupportedModule(
+            f"{', '.join(f'{n} ({t})' for n, t in other)}: not among the engine's layers (Linear, Conv2d, GroupNorm, "
+            "LayerNorm, with parameter-free activations and pooling between); no random or recurrent layers",
+            other, mixes_samples=False)
+
+
 def make_backend(module: nn.Module) -> Backend:
-    """The fastest exact backend for ``module``: dense for LR/MLP, per-layer closed forms for the CNNs."""
+    """The fastest exact backend for ``module``: dense for LR/MLP, per-layer closed forms for the CNNs and any other
+    model of Linear/Conv2d layers with biases, torch.func for GroupNorm/LayerNorm models. Anything else raises
+    :class:`UnsupportedModule` (:func:`check_module`)."""
     if isinstance(module, LogisticRegression):
         return DenseBackend(["fc"])
     if isinstance(module, MLP):
         return DenseBackend(["fc1", "fc2"])
     if isinstance(module, (MnistCNN, UTKFaceCNN)):
+        return LayerBackend(module)
+    check_module(module)
+    owners = [m for m in module.modules() if any(True for _ in m.parameters(recurse=False))]
+    if owners and all(isinstance(m, (nn.Linear, nn.Conv2d)) and m.bias is not None for m in owners):
         return LayerBackend(module)
     return FuncBackend(module)

@@ -23,6 +23,7 @@ import json
 import math
 import os
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Literal
 
@@ -35,8 +36,16 @@ from ..atomic import atomic_path
 from ..models import build_model
 from .accounting import Accountant, Accounting, calibrate_sigma, epsilon, split_sigma
 from .backends import Backend, make_backend, stack_params
-from .policies import (ClipPolicy, FixedClip, GroupEMAPercentileClip, GroupMeanRatioClip, GroupMeanRatioClipCode,
-                       GroupQuantileClip, NoClip, clip_factors)
+from .policies import (
+    ClipPolicy,
+    FixedClip,
+    GroupEMAPercentileClip,
+    GroupMeanRatioClip,
+    GroupMeanRatioClipCode,
+    GroupQuantileClip,
+    NoClip,
+    clip_factors,
+)
 from .sampling import PoissonBank
 
 __all__ = ["ALGORITHMS", "Algorithm", "TrainSpec", "TrainedBank", "model_generators", "release_key", "train_bank"]
@@ -125,14 +134,21 @@ def model_generators(seed: int, M: int, *, release: int = 0, device: torch.devic
 
 
 def _init_module(module: nn.Module, g: torch.Generator) -> nn.Module:
-    """PyTorch's default init, U(−1/√fan_in, 1/√fan_in) for weights and biases, drawn from ``g``."""
+    """PyTorch's default init, U(−1/√fan_in, 1/√fan_in) for Linear/Conv2d weights and biases, drawn from ``g``;
+    any other layer with parameters is reset by its own ``reset_parameters`` under a seed drawn from ``g``."""
     for layer in module.modules():
         if isinstance(layer, (nn.Linear, nn.Conv2d)):
             fan_in = layer.weight[0].numel()
             bound = 1.0 / math.sqrt(fan_in)
             with torch.no_grad():
                 nn.init.uniform_(layer.weight, -bound, bound, generator=g)
-                nn.init.uniform_(layer.bias, -bound, bound, generator=g)
+                if layer.bias is not None:
+                    nn.init.uniform_(layer.bias, -bound, bound, generator=g)
+        elif any(True for _ in layer.parameters(recurse=False)) and hasattr(layer, "reset_parameters"):
+            seed = int(torch.randint(0, 2**62, (1,), generator=g, device=g.device))
+            with torch.random.fork_rng(devices=[]):
+                torch.manual_seed(seed)
+                layer.reset_parameters()
     return module
 
 
@@ -169,12 +185,15 @@ class TrainedBank:
     steps: int = 0
     seconds: float = 0.0
     seed: int = 0
+    factory: Callable[[], nn.Module] | None = field(default=None, compare=False, repr=False)  # a custom model's
 
     @property
     def n_models(self) -> int:
         return next(iter(self.params.values())).shape[0]
 
     def module(self) -> nn.Module:
+        if self.factory is not None:
+            return self.factory()
         return build_model(self.spec.model, self.input_shape, self.n_classes, hidden=self.spec.hidden)
 
     def backend(self) -> Backend:
@@ -209,7 +228,8 @@ class TrainedBank:
             torch.save({"spec": asdict(self.spec), "input_shape": self.input_shape, "n_classes": self.n_classes,
                         "params": self.params, "accounting": [a.as_dict() for a in self.accounting],
                         "membership": self.membership, "policy_state": self.policy_state,
-                        "clip_stats": self.clip_stats, "steps": self.steps, "seed": self.seed}, f)  # no timing: reruns are byte-identical
+                        # no timing: reruns are byte-identical
+                        "clip_stats": self.clip_stats, "steps": self.steps, "seed": self.seed}, f)
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> TrainedBank:
@@ -275,7 +295,8 @@ def _public_assumptions(spec: TrainSpec) -> tuple[str, ...]:
 def train_bank(X: np.ndarray, y: np.ndarray, group: np.ndarray, membership: np.ndarray, spec: TrainSpec, *,
                n_classes: int, n_groups: int, seed: int, device: str | None = None,
                progress: bool = True, desc: str | None = None, stream_ids: np.ndarray | None = None,
-               sample_over: np.ndarray | None = None) -> TrainedBank:
+               sample_over: np.ndarray | None = None,
+               module_factory: Callable[[], nn.Module] | None = None) -> TrainedBank:
     """Train M = membership.shape[0] models; model m on the records where ``membership[m]`` is True.
 
     X [n, ...] float32, y [n] int64, group [n] int64, membership [M, n] bool. Returns a :class:`TrainedBank`
@@ -285,6 +306,10 @@ def train_bank(X: np.ndarray, y: np.ndarray, group: np.ndarray, membership: np.n
     [M, n] ⊇ membership the set each model's Poisson sampler runs over (rate q_m = B / |sample_over_m|); records
     drawn outside the membership are dropped. Dropping is Poisson sampling of the members at the same rate, so
     a model trained on D∖{z} sees exactly the batches of its partner on D, minus z.
+
+    ``module_factory``: a custom model (a callable returning a fresh ``nn.Module`` of one architecture) instead of
+    ``spec.model``; its layers must be the engine's (:func:`~fairdp_core.engine.backends.check_module` raises
+    :class:`~fairdp_core.engine.backends.UnsupportedModule` otherwise, naming them).
     """
     membership = np.asarray(membership, dtype=bool)
     if membership.ndim != 2 or membership.shape[1] != len(y):
@@ -312,8 +337,12 @@ def train_bank(X: np.ndarray, y: np.ndarray, group: np.ndarray, membership: np.n
     gens = model_generators(seed, M, release=release_key(spec), device=dev, stream_ids=stream_ids)
     member_t = torch.as_tensor(membership).to(dev) if masked else None
     input_shape = tuple(X.shape[1:])
-    modules = [_init_module(build_model(spec.model, input_shape, n_classes, hidden=spec.hidden), g["init"])
-               for g in gens]
+    def fresh() -> nn.Module:
+        if module_factory is not None:
+            return module_factory()
+        return build_model(spec.model, input_shape, n_classes, hidden=spec.hidden)
+
+    modules = [_init_module(fresh(), g["init"]) for g in gens]
     params = {k: v.to(dev) for k, v in stack_params(modules).items()}
     backend = make_backend(modules[0].to(dev))
     policy = _policy(spec, M, K, sigma_g, sigma_b, sigma_s, gens, dev)
@@ -379,5 +408,6 @@ def train_bank(X: np.ndarray, y: np.ndarray, group: np.ndarray, membership: np.n
     return TrainedBank(spec=spec, input_shape=input_shape, n_classes=n_classes,
                        params={k: v.cpu() for k, v in params.items()}, accounting=accounting,
                        membership=membership, policy_state={k: v.cpu() for k, v in policy.state().items()},
-                       clip_stats={"clipped": clipped.cpu(), "seen": seen.cpu()} if private else {}, steps=steps, seconds=seconds, seed=seed)
+                       clip_stats={"clipped": clipped.cpu(), "seen": seen.cpu()} if private else {}, steps=steps,
+                       seconds=seconds, seed=seed, factory=module_factory)
 

@@ -1,0 +1,514 @@
+"""Audit your own model and data: per-group membership risk with the study's attacks and intervals.
+
+Three forms of model:
+
+- a **model**, given as the name of one of the study's models (``"lr"``, ``"mlp"``), a factory (a callable
+  ``factory() -> nn.Module`` returning a fresh model of one architecture) or an ``nn.Module`` template (deep-copied
+  and re-initialised for each model), with a membership design request (``m`` audited records, 2R models):
+  :func:`audit_model` trains the bank. The engine trains it when every layer is one of its own (Linear, Conv2d,
+  GroupNorm, LayerNorm, with parameter-free activations and pooling between). Other layers (Dropout, recurrent
+  layers, ...) fall back to Opacus, one model at a time (slower), with a message that names them. BatchNorm is
+  refused: its batch statistics mix samples, so DP-SGD cannot train it;
+- a **bank trained elsewhere**: :func:`audit_bank` takes its losses (and logits, for LiRA and RMIA) on the audited
+  records and its membership matrix.
+
+Both return a :class:`CustomAudit`: per attack and group the GPR with its 95% interval over records × model pairs
+(the study's, coverage-checked for PA-ALOOA), Δ with its simultaneous interval and null floor, RMIA and LiRA beside
+PA-ALOOA, per-group ROC curves, and slices (by class, by correctness, by any attribute and by intersections of
+attributes), each with the same intervals. :meth:`CustomAudit.write` writes them to a directory atomically.
+
+The CLI (``fairdp audit-custom``) does the same for a CSV file.
+"""
+
+from __future__ import annotations
+
+import copy
+import importlib
+import json
+import os
+import sys
+from collections.abc import Callable, Mapping
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import torch
+from torch import nn
+
+from .atomic import atomic_dir
+from .audit.attacks import lira_scores, rmia_scores
+from .audit.design import audit_design
+from .audit.inference import cross_fit_contributions, group_inference
+from .audit.signals import logit_confidence
+from .stages.attack import attack_bank
+
+__all__ = ["CustomAudit", "audit_bank", "audit_csv", "audit_model", "load_model_spec"]
+
+ROC_ATTACKS = {"lira_online": "LiRA online", "rmia": "RMIA", "alooa": "loss (PA-ALOOA's signal)"}
+
+
+@dataclass
+class CustomAudit:
+    """The result of an audit: ``summary`` (per attack: GPR, Δ with interval and null floor; the design; the
+    accounting and accuracy when the bank was trained here), ``groups`` (per attack × group, pp), ``records`` (per
+    audited record: group and each attack's advantage), ``roc`` (per group and attack: the ROC curve over the
+    (model, record) pairs), ``slices`` (per slice value: GPR with interval, pp)."""
+
+    summary: dict
+    groups: pd.DataFrame
+    records: pd.DataFrame
+    roc: pd.DataFrame
+    slices: pd.DataFrame = field(default_factory=pd.DataFrame)
+
+    def table(self, attack: str = "alooa_cross_fit") -> pd.DataFrame:
+        """The per-group table of one attack (GPR and its interval in pp)."""
+        return self.groups[self.groups.attack == attack].reset_index(drop=True)
+
+    def write(self, out: str | os.PathLike) -> Path:
+        """summary.json, groups.csv, records.csv, slices.csv, roc.csv, roc.png and report.md in ``out`` (atomic:
+        a killed write leaves no partial directory)."""
+        out = Path(out)
+        with atomic_dir(out) as tmp:
+            (tmp / "summary.json").write_text(json.dumps(_jsonable(self.summary), indent=1) + "\n")
+            self.groups.to_csv(tmp / "groups.csv", index=False, float_format="%.6g")
+            self.records.to_csv(tmp / "records.csv", index=False, float_format="%.6g")
+            self.slices.to_csv(tmp / "slices.csv", index=False, float_format="%.6g")
+            self.roc.to_csv(tmp / "roc.csv", index=False, float_format="%.6g")
+            fig = roc_figure(self.roc)
+            fig.savefig(tmp / "roc.png", dpi=150, bbox_inches="tight", metadata={"Software": None})
+            from .plots import plt
+
+            plt.close(fig)
+            (tmp / "report.md").write_text(self.markdown())
+        return out
+
+    def markdown(self) -> str:
+        """A short readable summary: the design, the accounting, the per-group table of each attack, the slices."""
+        s = self.summary
+        lines = [f"# Per-group membership audit: {s.get('title', 'custom model')}", "",
+                 f"Design: {s['m']} audited records, 2R = {s['n_models']} models (every audited record IN for half "
+                 f"of them). GPR: a group's mean per-record advantage (held-out TPR − FPR), pp; Δ: max − min over "
+                 f"groups, pp, with its simultaneous 95% interval and null floor (Δ with group labels permuted)."]
+        if s.get("accounting"):
+            a = s["accounting"]
+            lines.append(f"Training: {a['algorithm']}" + ("" if a["algorithm"] == "sgd" else
+                         f", σ = {a['sigma_g']:.4g}, q = {a['sample_rate']:.4g}, T = {a['steps']}, Poisson sampling, "
+                         f"{a['accountant'].upper()} accountant, δ = {a['delta']:g}, ε = {a['epsilon']:.3g}"
+                         f" (max over the models)"))
+        if s.get("accuracy") is not None:
+            lines.append(f"Test accuracy {100 * s['accuracy']:.1f}% (mean over the models), majority class "
+                         f"{100 * s['majority_class_rate']:.1f}%, largest predicted class "
+                         f"{100 * s['largest_predicted_class_share']:.1f}% of predictions."
+                         + (" **Degenerate: the models have not learned the task (no better than the majority "
+                            "class, or ≥ 99% of predictions in one class); their privacy risk describes a model "
+                            "nobody would deploy. Train longer or with a larger lr.**" if s.get("degenerate") else ""))
+        if s.get("preprocessing"):
+            lines.append(f"Preprocessing: {s['preprocessing']}")
+        lines += ["", "| attack | group | records | GPR (pp) | 95% interval (pp) |", "|---|---|---|---|---|"]
+        for r in self.groups.itertuples():
+            ci = "—" if pd.isna(r.lo_pp) else f"[{r.lo_pp:.2f}, {r.hi_pp:.2f}]"
+            lines.append(f"| {r.attack} | {r.group} | {r.n_records} | {r.gpr_pp:.2f} | {ci} |")
+        lines += ["", "| attack | Δ (pp) | 95% interval (pp) | null floor (pp) |", "|---|---|---|---|"]
+        for a, v in s["attacks"].items():
+            ci = "—" if v.get("delta_lo") is None else f"[{v['delta_lo']:.2f}, {v['delta_hi']:.2f}]"
+            lines.append(f"| {a} | {v['delta_pp']:.2f} | {ci} | {v['null_floor_pp']:.2f} |")
+        if len(self.slices):
+            lines += ["", "Slices (PA-ALOOA cross-fitted and RMIA):", "",
+                      "| slice | value | attack | records | GPR (pp) | 95% interval (pp) |", "|---|---|---|---|---|---|"]
+            for r in self.slices.itertuples():
+                lines.append(f"| {r.slice} | {r.value} | {r.attack} | {r.n_records} | {r.gpr_pp:.2f} | "
+                             f"[{r.lo_pp:.2f}, {r.hi_pp:.2f}] |")
+        lines += ["", "Per-group ROC curves (linear and log scale): roc.png; points in roc.csv.", ""]
+        return "\n".join(lines)
+
+
+def _jsonable(o):
+    if isinstance(o, dict):
+        return {str(k): _jsonable(v) for k, v in o.items()}
+    if isinstance(o, (list, tuple)):
+        return [_jsonable(v) for v in o]
+    if isinstance(o, np.ndarray):
+        return _jsonable(o.tolist())
+    if isinstance(o, (np.floating, float)):
+        return None if not np.isfinite(o) else float(o)
+    if isinstance(o, np.integer):
+        return int(o)
+    return o
+
+
+def _roc(scores: np.ndarray, membership: np.ndarray, n_points: int = 200) -> tuple[np.ndarray, np.ndarray]:
+    """ROC over (model, record) pairs, thinned to about ``n_points`` points evenly spaced in log FPR (the low-FPR
+    end kept), with (0, 0) and (1, 1)."""
+    from sklearn.metrics import roc_curve
+
+    fpr, tpr, _ = roc_curve(np.asarray(membership, bool).ravel(), np.asarray(scores, float).ravel())
+    keep = np.unique(np.searchsorted(fpr, np.r_[0.0, np.logspace(-5, 0, n_points)]).clip(0, len(fpr) - 1))
+    return fpr[keep], tpr[keep]
+
+
+def roc_figure(roc: pd.DataFrame):
+    """Per-group ROC curves of each attack: linear axes (left) and log–log (right), one colour per group."""
+    from .plots import _OTHER, plt
+
+    attacks = list(dict.fromkeys(roc["attack"]))
+    fig, axes = plt.subplots(len(attacks), 2, figsize=(10, 3.6 * len(attacks)), squeeze=False)
+    groups = list(dict.fromkeys(roc["group"]))
+    for i, a in enumerate(attacks):
+        for k, g in enumerate(groups):
+            d = roc[(roc.attack == a) & (roc.group == g)]
+            for ax in axes[i]:
+                ax.plot(d["fpr"], d["tpr"], color=_OTHER[k % len(_OTHER)], lw=1.4, label=str(g))
+        for j, ax in enumerate(axes[i]):
+            ax.plot([1e-5, 1], [1e-5, 1], color="grey", ls="--", lw=0.8)
+            if j:
+                ax.set(xscale="log", yscale="log", xlim=(1e-4, 1), ylim=(1e-4, 1))
+            ax.set(xlabel="false-positive rate", ylabel="true-positive rate",
+                   title=f"{ROC_ATTACKS.get(a, a)}" + (" (log scale)" if j else ""))
+        axes[i, 1].legend(fontsize=8, loc="lower right")
+    fig.tight_layout()
+    return fig
+
+
+def _slice_rows(contribs: dict[str, np.ndarray], labels: np.ndarray, slice_name: str, alpha: float) -> list[dict]:
+    """GPR per value of one slice (a labelling of the audited records), with the study's interval, per attack."""
+    values, code = np.unique(np.asarray(labels).astype(str), return_inverse=True)
+    rows = []
+    for attack, c in contribs.items():
+        res = group_inference(c, code, len(values), alpha=alpha) if len(values) > 1 else None
+        adv = c.sum(0)
+        for k, v in enumerate(values):
+            sel = code == k
+            gpr_k = float(adv[sel].mean())
+            lo, hi = (res["gpr_lo"][k], res["gpr_hi"][k]) if res is not None else (np.nan, np.nan)
+            rows.append({"slice": slice_name, "value": v, "attack": attack, "n_records": int(sel.sum()),
+                         "gpr_pp": 100 * gpr_k, "lo_pp": 100 * lo if lo is not None else np.nan,
+                         "hi_pp": 100 * hi if hi is not None else np.nan,
+                         "delta_lo_pp": 100 * res["delta_lo"] if res is not None else np.nan,
+                         "delta_hi_pp": 100 * res["delta_hi"] if res is not None else np.nan})
+    return rows
+
+
+def audit_bank(loss: np.ndarray, membership: np.ndarray, groups: np.ndarray, *, logits: np.ndarray | None = None,
+               y: np.ndarray | None = None, group_names: list[str] | None = None,
+               slices: Mapping[str, np.ndarray] | None = None, intersections: list[tuple[str, str]] | None = None,
+               alpha: float = 0.05, n_perm: int = 1000, n_null: int = 50, seed: int = 0, delta: float = 1e-5,
+               title: str = "custom model", extra: Mapping | None = None) -> CustomAudit:
+    """Audit a bank trained elsewhere.
+
+    ``loss`` [M, m]: each model's loss on each audited record; ``membership`` [M, m] bool: whether the record was in
+    the model's training set. The study's estimators need a balanced design: rows 2r and 2r+1 complementary (every
+    record IN for exactly half the models), as :func:`fairdp_core.audit.design.audit_design` draws it.
+    ``logits`` [M, m, C] with ``y`` [m] give LiRA's and RMIA's signal (logit-scaled confidence); without them the
+    confidence is taken as exp(−loss). ``groups`` [m]: the group of each record (any labels; ``group_names`` for
+    integer codes). ``slices``: name -> labels [m] of more ways to cut the records (class, correctness, any
+    attribute); ``intersections``: pairs of slice names (or "group") to cross.
+    """
+    loss = np.asarray(loss, dtype=np.float64)
+    mem = np.asarray(membership, dtype=bool)
+    if loss.ndim != 2 or mem.shape != loss.shape:
+        raise ValueError(f"loss and membership must both be [M, m]; got {loss.shape} and {mem.shape}")
+    M = mem.shape[0]
+    if M < 4 or M % 2:
+        raise ValueError(f"the bank needs an even number of models, at least 4 (2R with R >= 2); got {M}")
+    if not (mem[0::2] ^ mem[1::2]).all():
+        raise ValueError("membership rows 2r and 2r+1 must be complementary (every audited record IN in exactly one "
+                         "model of each pair): draw the design with fairdp_core.audit.design.audit_design")
+    groups = np.asarray(groups)
+    if len(groups) != loss.shape[1]:
+        raise ValueError(f"groups has {len(groups)} labels for {loss.shape[1]} audited records")
+    if group_names is None and groups.dtype.kind in "iu":
+        names = [str(v) for v in np.unique(groups)]
+        g = np.searchsorted(np.unique(groups), groups)
+    elif group_names is not None:
+        names, g = [str(n) for n in group_names], groups.astype(np.int64)
+    else:
+        uniq, g = np.unique(groups.astype(str), return_inverse=True)
+        names = [str(u) for u in uniq]
+    if logits is not None:
+        if y is None:
+            raise ValueError("logits need the audited records' labels y")
+        phi = logit_confidence(np.asarray(logits), np.asarray(y))
+    else:  # p = exp(−loss): φ = log p − log(1 − p)
+        p = np.clip(np.exp(-loss), 1e-12, 1 - 1e-12)
+        phi = np.log(p) - np.log1p(-p)
+    records, group_rows, attacks, low_fpr, _ = attack_bank(
+        loss, phi, mem, g, names, alpha=alpha, n_perm=n_perm, n_null=n_null, stats_seed=seed, delta=delta)
+    groups_df = pd.DataFrame([r for r in group_rows if r["attack"] != "lira_online_lowfpr"])
+    groups_df = groups_df.assign(gpr_pp=100 * groups_df["gpr"],
+                                 lo_pp=100 * pd.to_numeric(groups_df["gpr_lo"], errors="coerce"),
+                                 hi_pp=100 * pd.to_numeric(groups_df["gpr_hi"], errors="coerce"))
+    groups_df = groups_df.rename(columns={"group": "group_code"}).rename(columns={"group_name": "group"})[
+        ["attack", "group", "n_records", "gpr_pp", "lo_pp", "hi_pp"]]
+    # ROC per group over the (model, record) pairs: LiRA online, RMIA, and the raw loss
+    sig = {"lira_online": lira_scores(phi, mem, mode="online"), "rmia": rmia_scores(phi, mem), "alooa": -loss}
+    roc_rows = []
+    for a, sc in sig.items():
+        for k, name in enumerate(names):
+            fpr, tpr = _roc(sc[:, g == k], mem[:, g == k])
+            roc_rows.append(pd.DataFrame({"attack": a, "group": name, "fpr": fpr, "tpr": tpr}))
+    roc = pd.concat(roc_rows, ignore_index=True)
+    # slices: by every given labelling and the requested intersections, PA-ALOOA and RMIA with intervals
+    slice_rows = []
+    cuts = dict(slices or {})
+    cuts_all = {"group": np.asarray(names, dtype=object)[g], **cuts}
+    for a, b in intersections or []:
+        for s in (a, b):
+            if s not in cuts_all:
+                raise ValueError(f"intersection {a} × {b}: no slice named {s!r} (slices: {', '.join(cuts_all)})")
+        cuts[f"{a} × {b}"] = np.char.add(np.char.add(np.asarray(cuts_all[a]).astype(str), " × "),
+                                         np.asarray(cuts_all[b]).astype(str))
+    if cuts:
+        contribs = {"alooa_cross_fit": cross_fit_contributions(-loss, mem),
+                    "rmia": cross_fit_contributions(sig["rmia"], mem)}
+        for name, labels in cuts.items():
+            labels = np.asarray(labels)
+            if len(labels) != loss.shape[1]:
+                raise ValueError(f"slice {name!r} has {len(labels)} labels for {loss.shape[1]} audited records")
+            slice_rows += _slice_rows(contribs, labels, name, alpha)
+    summary = {"title": title, "m": int(loss.shape[1]), "n_models": int(M), "group_names": names,
+               "attacks": {a: {k: v for k, v in s.items() if k in ("gpr", "gpr_lo", "gpr_hi", "delta_pp", "delta_lo",
+                                                                     "delta_hi", "null_floor_pp", "p_delta_gt_0",
+                                                                     "contrast", "note")}
+                           for a, s in attacks.items()},
+               "low_fpr": low_fpr, **(extra or {})}
+    return CustomAudit(summary=summary, groups=groups_df, records=records, roc=roc, slices=pd.DataFrame(slice_rows))
+
+
+def load_model_spec(spec: str) -> str | Callable:
+    """``"lr"`` / ``"mlp"``, or ``"module:function"`` (a function of (input_shape, n_classes) returning an
+    ``nn.Module``), imported from the current directory or the installed packages."""
+    if spec in ("lr", "mlp", "cnn"):
+        return spec
+    if ":" not in spec:
+        raise ValueError(f"--model {spec!r}: give lr, mlp, or module:function (e.g. mymodels:small_net)")
+    mod, fn = spec.split(":", 1)
+    sys.path.insert(0, os.getcwd())
+    try:
+        f = getattr(importlib.import_module(mod), fn)
+    except (ImportError, AttributeError) as e:
+        raise ValueError(f"--model {spec!r}: cannot import {fn} from {mod} ({e})") from e
+    finally:
+        sys.path.pop(0)
+    if not callable(f):
+        raise ValueError(f"--model {spec!r}: {fn} is not callable")
+    return f
+
+
+def _factory(model, input_shape: tuple[int, ...], n_classes: int) -> tuple[str, Callable[[], nn.Module] | None]:
+    """(TrainSpec.model, factory or None) for the three model forms."""
+    if isinstance(model, str):
+        return model, None
+    if isinstance(model, nn.Module):
+        template = model
+        return "custom", lambda: copy.deepcopy(template)
+    if callable(model):
+        try:
+            model(input_shape, n_classes)
+        except TypeError:  # a zero-argument factory
+            return "custom", model
+        return "custom", lambda: model(input_shape, n_classes)
+    raise ValueError(f"model must be 'lr', 'mlp', a factory or an nn.Module, not {type(model).__name__}")
+
+
+def _train_opacus(factory, X, y, membership, spec, *, seed: int, progress: bool):
+    """The slower path for layers the engine does not cover: each model trained alone, with Opacus's DP-SGD
+    (Poisson sampling, σ calibrated by the project's accountant for the same q and T) or plain SGD. Returns
+    (models, accounting dicts)."""
+    from opacus import PrivacyEngine
+    from torch.utils.data import DataLoader, TensorDataset
+    from tqdm.auto import tqdm
+
+    from .engine.accounting import calibrate_sigma, epsilon
+
+    models, acct = [], []
+    for i in tqdm(range(membership.shape[0]), desc="models (Opacus, one at a time)", disable=not progress):
+        torch.manual_seed(int(np.random.default_rng([seed, i]).integers(2**62)))
+        module = factory()
+        idx = np.flatnonzero(membership[i])
+        ds = TensorDataset(torch.as_tensor(X[idx]), torch.as_tensor(y[idx]))
+        q = spec.batch_size / len(idx)
+        steps = int(round(spec.epochs * len(idx) / spec.batch_size))
+        opt = torch.optim.SGD(module.parameters(), lr=spec.lr)
+        loader = DataLoader(ds, batch_size=spec.batch_size, shuffle=True)
+        sigma = None
+        if spec.algorithm != "sgd":
+            sigma = calibrate_sigma(spec.target_epsilon, sample_rate=q, steps=steps, delta=spec.delta,
+                                    accountant=spec.accountant)
+            module, opt, loader = PrivacyEngine(accountant="rdp").make_private(
+                module=module, optimizer=opt, data_loader=loader, noise_multiplier=sigma, max_grad_norm=spec.clip,
+                poisson_sampling=True)
+        module.train()
+        done = 0
+        while done < steps:
+            for xb, yb in loader:
+                if done >= steps:
+                    break
+                opt.zero_grad()
+                if len(yb):
+                    nn.functional.cross_entropy(module(xb), yb).backward()
+                opt.step()
+                done += 1
+        module.eval()
+        models.append(module)
+        acct.append({"algorithm": spec.algorithm, "sigma_g": sigma, "sample_rate": q, "steps": steps,
+                     "delta": spec.delta, "accountant": spec.accountant,
+                     "epsilon": float("inf") if sigma is None else epsilon(sigma, sample_rate=q, steps=steps,
+                                                                          delta=spec.delta, accountant=spec.accountant)})
+    return models, acct
+
+
+def audit_model(X: np.ndarray, y: np.ndarray, groups: np.ndarray, *, model="mlp", algorithm: str = "dpsgd",
+                epsilon: float | None = 10.0, delta: float | None = None, m: int | None = None, R: int = 8,
+                epochs: float = 30, batch_size: int = 64, lr: float = 0.5, clip: float = 1.0, seed: int = 0,
+                group_names: list[str] | None = None, n_classes: int | None = None,
+                X_test: np.ndarray | None = None, y_test: np.ndarray | None = None,
+                slices: Mapping[str, np.ndarray] | None = None, intersections: list[tuple[str, str]] | None = None,
+                min_per_group: int = 20, alpha: float = 0.05, progress: bool = True, class_names: list[str] | None = None,
+                title: str = "custom model", extra: Mapping | None = None) -> CustomAudit:
+    """Train 2R models on complementary halves of ``m`` audited records (stratified by group; every other record
+    in every model) with ``algorithm`` ("sgd", or "dpsgd" at ``epsilon``; δ by default min(1e-5, n^-1.1), below
+    1/n), and audit them (:func:`audit_bank`). ``groups`` [n]: integer codes 0..K−1 (``group_names``) or labels. ``slices``
+    are labellings of all n records; the audited records' labels are used, plus "class" and "correct" (whether
+    the majority of the bank's OUT models classify the record correctly), always added."""
+    from .engine import TrainSpec, bank_accounting, train_bank
+    from .engine.backends import UnsupportedModule, check_module
+
+    X = np.ascontiguousarray(X, dtype=np.float32)
+    y = np.asarray(y, dtype=np.int64)
+    uniq = np.unique(groups)
+    if group_names is None:
+        group_names = [str(u) for u in uniq]
+        g = np.searchsorted(uniq, groups).astype(np.int64)
+    else:
+        g = np.asarray(groups, dtype=np.int64)
+    K = len(group_names)
+    n = len(y)
+    sizes = np.bincount(g, minlength=K)
+    small = [f"{group_names[k]} ({sizes[k]})" for k in range(K) if sizes[k] < min_per_group]
+    if small:
+        raise ValueError(f"too few records in group {', '.join(small)}: the audit needs at least {min_per_group} "
+                         "per group (min_per_group)")
+    n_classes = int(n_classes or y.max() + 1)
+    m = int(min(m or min(n // 2, 1000), n))
+    rng = np.random.default_rng([seed, 0])
+    design = audit_design(g, m=m, R=R, min_per_group=min(min_per_group, int(sizes.min())), rng=rng)
+    delta = delta if delta is not None else min(1e-5, 1.0 / n ** 1.1)
+    kind, factory = _factory(model, tuple(X.shape[1:]), n_classes)
+    spec = TrainSpec(algorithm=algorithm, model=kind, epochs=epochs, batch_size=batch_size, lr=lr, clip=clip,
+                     target_epsilon=None if algorithm == "sgd" else epsilon, delta=delta)
+    idx = design.audit_idx
+    engine = True
+    if factory is not None:
+        try:
+            check_module(factory())
+        except UnsupportedModule as e:
+            if e.mixes_samples:
+                raise
+            engine = False
+            print(f"fairdp audit: {e}. Training with Opacus instead, one model at a time (slower).", file=sys.stderr)
+    if engine:
+        bank = train_bank(X, y, g, design.training_membership(), spec, n_classes=n_classes, n_groups=K, seed=seed,
+                          progress=progress, desc=title, module_factory=factory)
+        loss, logits = bank.evaluate(X[idx], y[idx])
+        accounting = bank_accounting(bank.accounting)
+        test_logits = bank.evaluate(X_test, y_test)[1] if X_test is not None else None
+    else:
+        models, acct = _train_opacus(factory, X, y, design.training_membership(), spec, seed=seed, progress=progress)
+        with torch.no_grad():
+            logits = np.stack([mod(torch.as_tensor(X[idx])).numpy() for mod in models])
+            test_logits = (np.stack([mod(torch.as_tensor(X_test)).numpy() for mod in models])
+                           if X_test is not None else None)
+        loss = nn.functional.cross_entropy(torch.as_tensor(logits).transpose(1, 2),
+                                           torch.as_tensor(y[idx]).expand(len(models), -1), reduction="none").numpy()
+        accounting = {**acct[0], "epsilon": max(a["epsilon"] for a in acct), "sigma_g": acct[0]["sigma_g"],
+                      "sample_rate": max(a["sample_rate"] for a in acct), "trainer": "opacus, one model at a time"}
+    mem = design.membership
+    # the "correct" slice from OUT models only (a record's own IN models would make it depend on membership)
+    out_correct = ((logits.argmax(-1) == y[idx][None]) & ~mem).sum(0) / np.maximum((~mem).sum(0), 1)
+    cnames = np.asarray(class_names if class_names is not None else [str(c) for c in range(n_classes)], dtype=object)
+    cuts = {"class": cnames[y[idx]], "correct": np.where(out_correct >= 0.5, "correct", "wrong")}
+    for name, labels in (slices or {}).items():
+        labels = np.asarray(labels)
+        if len(labels) != n:
+            raise ValueError(f"slice {name!r} has {len(labels)} labels for {n} records")
+        cuts[name] = labels[idx]
+    info = {"accounting": accounting, "design_seed": seed, **(extra or {})}
+    if X_test is not None:
+        pred = test_logits.argmax(-1)
+        info["accuracy"] = float((pred == np.asarray(y_test)[None]).mean())
+        info["majority_class_rate"] = float(np.bincount(np.asarray(y_test)).max() / len(y_test))
+        info["largest_predicted_class_share"] = float(np.bincount(pred.ravel()).max() / pred.size)
+        info["degenerate"] = bool(info["largest_predicted_class_share"] >= 0.99
+                                  or info["accuracy"] <= info["majority_class_rate"] + 0.005)
+    info["spec"] = asdict(spec)
+    return audit_bank(loss, mem, g[idx], logits=logits, y=y[idx], group_names=group_names, slices=cuts,
+                      intersections=intersections, alpha=alpha, seed=seed, delta=delta, title=title, extra=info)
+
+
+def _infer_schema(df: pd.DataFrame, columns: list[str], name: str):
+    """A TabularSchema inferred FROM THE DATA (numeric ranges and vocabularies): tuning outside ε, stated in the
+    output. Numeric: min/max of the column; other columns: their sorted distinct values."""
+    from .data.base import NumericColumn, TabularSchema
+
+    numeric, categorical = {}, {}
+    for c in columns:
+        s = df[c]
+        if pd.api.types.is_numeric_dtype(s) and s.nunique() > 10:
+            lo, hi = float(s.min()), float(s.max())
+            numeric[c] = NumericColumn(lo, hi if hi > lo else lo + 1.0)
+        else:
+            from .data.base import _category_labels
+
+            categorical[c] = tuple(sorted(set(_category_labels(s.dropna()))))
+    return TabularSchema(name, numeric, categorical)
+
+
+def audit_csv(path: str | os.PathLike, *, label: str, group: str, model="mlp", slices: list[str] | None = None,
+              intersections: list[tuple[str, str]] | None = None, drop: list[str] | None = None,
+              group_as_feature: bool = True, test_fraction: float = 0.2, seed: int = 0, **kw) -> CustomAudit:
+    """:func:`audit_model` on a CSV file: ``label`` and ``group`` columns; every other column (but ``drop``) is a
+    feature, numeric columns (more than 10 distinct values) scaled to [-1, 1] by their range and the rest one-hot.
+    The scaling ranges and vocabularies are read from the file: that choice is outside ε (stated in the summary).
+    A stratified ``test_fraction`` is held out for accuracy."""
+    from .data.base import encode_rows, stratified_split
+
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"--data {path}: no such file")
+    df = pd.read_csv(path, sep=None, engine="python")
+    missing = [c for c in [label, group, *(slices or []), *(drop or [])] if c not in df.columns]
+    if missing:
+        raise ValueError(f"{path}: no column {', '.join(map(repr, missing))}; columns: {', '.join(df.columns)}")
+    known = {"group", "class", "correct", group, *(slices or [])}
+    for a, b in intersections or []:
+        for c in (a, b):
+            if c not in known:
+                raise ValueError(f"--intersect {a},{b}: {c!r} is not the group column, class, correct or a --slice "
+                                 f"column (add --slice {c})")
+    intersections = [tuple("group" if c == group else c for c in pair) for pair in intersections or []]
+    for c, what in ((label, "label"), (group, "group")):
+        bad = int(df[c].isna().sum())
+        if bad:
+            raise ValueError(f"{path}: the {what} column {c!r} is missing in {bad} rows")
+    feats = [c for c in df.columns if c not in {label, *(drop or [])} and (group_as_feature or c != group)]
+    df = df.dropna(subset=feats).reset_index(drop=True)
+    classes = sorted(df[label].astype(str).unique())
+    if len(classes) < 2:
+        raise ValueError(f"{path}: the label column {label!r} has one value ({classes[0]!r}); nothing to predict")
+    y = np.searchsorted(classes, df[label].astype(str)).astype(np.int64)
+    group_values = sorted(df[group].astype(str).unique())
+    gcode = np.searchsorted(group_values, df[group].astype(str)).astype(np.int64)
+    schema = _infer_schema(df, feats, path.stem)
+    X, _ = encode_rows(df, schema)
+    tr, te = stratified_split(y, gcode, test_fraction=test_fraction, rng=np.random.default_rng([seed, 1]))
+    model = load_model_spec(model) if isinstance(model, str) else model
+    extra = {"data": str(path.name), "rows": len(df), "label": label, "classes": classes, "group": group,
+             "preprocessing": f"{len(schema.numeric)} numeric columns scaled to [-1, 1] by their range in the file, "
+                              f"{len(schema.categorical)} one-hot; ranges and vocabularies read from the data "
+                              "(outside ε). Rows with a missing feature dropped.",
+             "features": len(schema.feature_names)}
+    sl = {c: df[c].astype(str).to_numpy()[tr] for c in (slices or [])}
+    return audit_model(X[tr], y[tr], gcode[tr], group_names=group_values, model=model, seed=seed, class_names=classes,
+                       X_test=X[te], y_test=y[te], slices=sl, intersections=intersections, n_classes=len(classes),
+                       title=f"{path.name}: {label} by {group}", extra=extra, **kw)
