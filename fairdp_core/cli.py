@@ -323,6 +323,41 @@ def _cmd_audit_custom(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_tune_clip(args: argparse.Namespace) -> int:
+    import json
+
+    from .atomic import write_text
+    from .clip_tuning import tune_clip
+    from .data import load
+
+    params = load_params(args.params)
+    if args.dataset not in params.data.datasets:
+        raise KeyError(f"--dataset {args.dataset!r} is not under data.datasets in {args.params} "
+                       f"(configured: {', '.join(params.data.datasets)})")
+    path = params.resolve(params.data.prepared_dir) / args.dataset
+    if not path.is_dir():
+        raise FileNotFoundError(f"{path}: prepare it first (dvc repro prepare@{args.dataset})")
+    data = load(path)
+    t = params.train
+    ov = t.overrides.get(f"{args.dataset}-{args.model}")  # the dataset-and-model override, as DP-SGD trains
+    batch = (ov.batch_size if ov and ov.batch_size else None) or t.batch_size
+    epochs = (ov.epochs if ov and ov.epochs else None) or t.epochs
+    n = len(data.train)
+    q, steps = batch / n, int(round(epochs * n / batch))
+    res = tune_clip(data.train.X, data.train.y, n_classes=data.n_classes, model=args.model, quantile=args.quantile,
+                    epsilon_q=args.epsilon_quantile, target_epsilon=args.epsilon, sample_rate=q, steps=steps,
+                    delta=t.delta, seed=params.seed)
+    res.update(dataset=args.dataset, model=args.model, epochs=epochs, batch_size=batch)
+    out = args.out or params.resolve("reports/tuning") / f"clip-{args.dataset}-{args.model}.json"
+    write_text(out, json.dumps(res, indent=1) + "\n")
+    print(f"{args.dataset}/{args.model}: DP {100 * args.quantile:g}th percentile of the initial per-sample gradient "
+          f"norms C = {res['clip']:.4g} (ε_q = {args.epsilon_quantile:g}); non-private percentile "
+          f"{res['nonprivate_percentile']['value']:.4g} (tuning outside ε, comparison only). DP-SGD at ε = "
+          f"{args.epsilon:g} in total: σ = {res['sigma']:.4g} (q = {q:.4g}, T = {steps}, Poisson, RDP, δ = "
+          f"{t.delta:g}; training alone would spend ε = {res['epsilon_training_alone']:.3f}). Wrote {out}")
+    return 0
+
+
 def _cmd_check_reports(args: argparse.Namespace) -> int:
     from .report_checks import MAX_HEIGHT_PX, check_reports, page_heights
 
@@ -432,6 +467,15 @@ def main(argv: list[str] | None = None) -> int:
     ac.add_argument("--seed", type=int, default=0)
     ac.add_argument("--quiet", action="store_true", help="no progress bar")
     ac.set_defaults(func=_cmd_audit_custom)
+    tc = sub.add_parser("tune-clip", help="DP-SGD's clipping bound as a DP quantile of the per-sample gradient "
+                        "norms, its ε composed with training")
+    tc.add_argument("--dataset", required=True, help="a prepared dataset of params.yaml")
+    tc.add_argument("--model", default="lr", choices=["lr", "mlp", "cnn"])
+    tc.add_argument("--quantile", type=float, default=0.5, help="the percentile as a fraction (default 0.5)")
+    tc.add_argument("--epsilon-quantile", type=float, default=0.1, help="ε of the quantile release (default 0.1)")
+    tc.add_argument("--epsilon", type=float, default=10.0, help="total ε of the quantile and training (default 10)")
+    tc.add_argument("--out", default=None, help="JSON (default: reports/tuning/clip-<dataset>-<model>.json)")
+    tc.set_defaults(func=_cmd_tune_clip)
     ck = sub.add_parser("check-reports", help="read the rendered reports like a reader: stderr, machine paths, nan "
                         "cells, uncaptioned tables, unreferenced figures, colours (--heights: page heights)")
     ck.add_argument("reports", nargs="?", default="reports")

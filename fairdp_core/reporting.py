@@ -45,7 +45,7 @@ __all__ = [
     "seeds_for_power",
 ]
 
-NOTEBOOKS = ("audit_comparison", "dpsgd_s_sweep", "group_gpr", "outcome_fairness")
+NOTEBOOKS = ("audit_comparison", "dpsgd_s_sweep", "group_gpr", "outcome_fairness", "quickstart")
 
 # The reference paper's reported examples (STUDY.md §1; Δ in pp of attack advantage, mean over 5 seeds).
 PAPER_REPORTED = {
@@ -105,6 +105,10 @@ def notebook_parameters(params: Params, name: str) -> dict[str, object]:
         "dpsgd_s_sweep": {"sweep": None if params.sweep is None else params.sweep.model_dump()},
         "group_gpr": {"seed": params.seed},
         "outcome_fairness": {"n_boot": min(params.audit.n_boot, 500), "seed": params.seed},
+        # MNIST images for the Opacus quickstart: 5,000, or the prepared training set when smaller (smoke)
+        "quickstart": {"seed": params.seed, "epsilon_target": 10.0,
+                       "n_train": min(5000, (params.data.datasets["mnist"].train_size or 5000)
+                                      if "mnist" in params.data.datasets else 5000)},
     }[name]
     return {**common, **extra}
 
@@ -372,7 +376,8 @@ def _num(x, digits=2, unit=""):
 
 
 REPORT_TITLES = {"group_gpr": "Group privacy risk", "audit_comparison": "Audit comparison",
-                 "dpsgd_s_sweep": "DP-SGD-S sweep (τ, γ)", "outcome_fairness": "Outcome fairness"}
+                 "dpsgd_s_sweep": "DP-SGD-S sweep (τ, γ)", "outcome_fairness": "Outcome fairness",
+                 "quickstart": "Quickstart for Opacus users"}
 REPORT_QUESTIONS = {
     "group_gpr": "Which groups does membership inference hit hardest, under SGD, DP-SGD and DP-SGD-S, on every "
                  "dataset and ε? Δ against ε, accuracy against Δ, and which groups DP-SGD-S made safer or riskier.",
@@ -382,9 +387,12 @@ REPORT_QUESTIONS = {
                      "setting selected)?",
     "outcome_fairness": "Does DP-SGD-S trade privacy fairness for outcome fairness? Accuracy parity, demographic "
                         "parity, equal opportunity and equalized odds per dataset and ε.",
+    "quickstart": "How do I use this in my own Opacus loop? DP-SGD with make_private, ε from the accountant, the "
+                  "clipping bound chosen privately, then DP-SGD-S with make_private_dpsgd_s (MNIST, run in the "
+                  "pipeline).",
 }
 _INDEX_CSS = """body{font-family:system-ui,sans-serif;max-width:1320px;margin:1.5em auto;color:#222;line-height:1.4}
-td,th{border-bottom:1px solid #ddd;padding:3px 6px;font-size:13px;vertical-align:top;text-align:left}
+td,th{border-bottom:1px solid #ddd;padding:2px 6px;font-size:13px;vertical-align:top;text-align:left}
 table{border-collapse:collapse;margin:0.6em 0 1em}caption{text-align:left;font-size:13px;color:#444;padding:4px 0}
 .findings{background:#f5f8fc;border:1px solid #c9d8ea;border-radius:6px;padding:0.4em 1em 0.6em;margin:1em 0}
 .findings h2{margin-top:0.3em}.small{font-size:11px;color:#555}tr.ds th{background:#eef1f4;font-size:14px}

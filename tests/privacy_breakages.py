@@ -2,7 +2,7 @@
 
 Each breakage is one exact source edit in a temporary copy of the project: remove the noise, shrink its scale,
 calibrate at the wrong q, let an unnoised count reach the quantile update, share noise between releases, and so
-on. For each, the privacy suite (tests/test_privacy.py, tests/test_engine.py, tests/test_opacus_compat.py without
+on. For each, the privacy suite (SUITE below: the privacy, engine, Opacus, clip-tuning and custom-audit tests, without
 the real-data test) runs against the broken copy and must FAIL. A breakage whose edit no longer matches the
 source is reported as stale, and also fails the run: keep this list in step with the code.
 
@@ -23,7 +23,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-SUITE = ["tests/test_privacy.py", "tests/test_paper_rule.py", "tests/test_engine.py", "tests/test_opacus_compat.py"]
+SUITE = ["tests/test_privacy.py", "tests/test_paper_rule.py", "tests/test_engine.py", "tests/test_opacus_compat.py",
+         "tests/test_clip_tuning.py", "tests/test_custom.py"]
 
 
 @dataclass(frozen=True)
@@ -113,6 +114,12 @@ BREAKAGES = (
     Breakage("Opacus optimizer: gradient noise at σ_eff", "fairdp_core/opacus_compat.py",
              "self.noise_multiplier, self.max_grad_norm = self.grad_noise_multiplier,",
              "self.noise_multiplier, self.max_grad_norm = self.noise_multiplier,"),
+    Breakage("tune-clip: exponential mechanism at twice its scale", "fairdp_core/clip_tuning.py",
+             "logits = epsilon_q * u / 2.0", "logits = epsilon_q * u"),
+    Breakage("tune-clip: the quantile release not composed into ε", "fairdp_core/clip_tuning.py",
+             "rdp = rdp + np.minimum(", "rdp = rdp + 0 * np.minimum("),
+    Breakage("custom audit: the Opacus fallback trains without noise", "fairdp_core/custom.py",
+             "noise_multiplier=sigma, max_grad_norm=spec.clip", "noise_multiplier=0.0, max_grad_norm=spec.clip"),
 )
 
 

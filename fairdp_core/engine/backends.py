@@ -283,9 +283,10 @@ def check_module(module: nn.Module) -> None:
 
 
 def make_backend(module: nn.Module) -> Backend:
-    """The fastest exact backend for ``module``: dense for LR/MLP, per-layer closed forms for the CNNs and any other
-    model of Linear/Conv2d layers with biases, torch.func for GroupNorm/LayerNorm models. Anything else raises
-    :class:`UnsupportedModule` (:func:`check_module`)."""
+    """The fastest exact backend for ``module``: dense for the study's LR/MLP, per-layer closed forms for its CNNs
+    (whose forward is known), torch.func for any other model whose layers pass :func:`check_module` (exact whatever
+    its forward does: layers called out of registration order, tied weights, reflect padding), in eval mode (so a
+    functional dropout in forward is off). Anything else raises :class:`UnsupportedModule`."""
     if isinstance(module, LogisticRegression):
         return DenseBackend(["fc"])
     if isinstance(module, MLP):
@@ -293,7 +294,4 @@ def make_backend(module: nn.Module) -> Backend:
     if isinstance(module, (MnistCNN, UTKFaceCNN)):
         return LayerBackend(module)
     check_module(module)
-    owners = [m for m in module.modules() if any(True for _ in m.parameters(recurse=False))]
-    if owners and all(isinstance(m, (nn.Linear, nn.Conv2d)) and m.bias is not None for m in owners):
-        return LayerBackend(module)
-    return FuncBackend(module)
+    return FuncBackend(module.eval())
