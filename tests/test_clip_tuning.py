@@ -4,7 +4,6 @@ datasets, its accuracy, and the composition of its ε with DP-SGD's."""
 from __future__ import annotations
 
 import math
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -12,9 +11,6 @@ from opacus.accountants import RDPAccountant
 from opacus.accountants.analysis.rdp import compute_rdp, get_privacy_spent
 
 from fairdp_core import clip_tuning as ct
-from fairdp_core.cli import main as cli
-
-ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_quantile_probabilities_by_hand():
@@ -88,9 +84,3 @@ def test_tune_clip_reports_both_and_marks_the_nonprivate_one():
     assert abs(math.log(r["clip"] / r["nonprivate_percentile"]["value"])) < 0.2
     assert "outside ε" in r["nonprivate_percentile"]["note"]
     assert r["epsilon_total"] <= 3.0 and r["epsilon_training_alone"] < r["epsilon_total"]
-
-
-def test_cli_tune_clip_names_an_unknown_dataset(capsys):
-    assert cli(["--params", str(ROOT / "params.yaml"), "tune-clip", "--dataset", "adlt"]) == 2
-    err = capsys.readouterr().err
-    assert "'adlt' is not under data.datasets" in err and "params.yaml" in err

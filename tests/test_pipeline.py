@@ -376,3 +376,9 @@ def test_train_and_attack_rerun_byte_identical(law_smoke):
     shutil.rmtree(law_smoke / "results" / "audit" / name)
     assert cli_main(["audit", name, "--quiet"]) == 0
     assert digest() == first
+
+
+def test_cli_tune_clip_names_an_unknown_dataset(capsys):
+    assert cli_main(["--params", str(ROOT / "params.yaml"), "tune-clip", "--dataset", "adlt"]) == 2
+    err = capsys.readouterr().err
+    assert "'adlt' is not under data.datasets" in err and "params.yaml" in err
