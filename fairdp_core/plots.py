@@ -137,23 +137,35 @@ def _facets(df: pd.DataFrame, n_cols: int = 4, *, w: float = 4.2, h: float = 2.7
     return fig, out
 
 
+def _bar_facets(df: pd.DataFrame, x: str, y: str, lo: str | None, hi: str | None, *, ylabel: str,
+                floor: str | None = None, upright: bool = False, w: float = 4.2, h: float = 2.7,
+                title: str = "") -> plt.Figure:
+    """Grouped bars of ``y`` per ``x`` and algorithm (``label``), one panel per setting × ε (:func:`_facets`), the
+    legend below; ``upright``: x tick labels horizontal (multi-line names)."""
+    labels = list(dict.fromkeys(df["label"]))
+    fig, panels = _facets(df, w=w, h=h)
+    for s, e, ax, first in panels:
+        sub = df[(df.setting == s) & (df.eps_label == e)]
+        _bars(ax, sub, x, "label", y, lo, hi, list(dict.fromkeys(sub[x])) if not upright else
+              [v for v in dict.fromkeys(df[x]) if v in set(sub[x])],
+              [lab for lab in labels if lab in set(sub["label"])], floor=floor)
+        if upright:
+            ax.tick_params(axis="x", labelrotation=0)
+            for t in ax.get_xticklabels():
+                t.set_ha("center")
+        ax.set_title(f"{s}, {e}", fontsize=10)
+        ax.set_ylabel(ylabel if first else "", fontsize=9)
+    if title:
+        fig.suptitle(title)
+    _legend_below(fig, labels + (["— null floor"] if floor else []))
+    _finish(fig)
+    return _tag(fig, labels)
+
+
 def gpr_grid(df: pd.DataFrame, *, title: str = "") -> plt.Figure:
     """GPR per group (pp, 95% interval) for each algorithm: one panel per setting × ε (a dataset's ε values side by
     side). ``df``: setting, eps_label, group, label, gpr_pp, lo_pp, hi_pp."""
-    labels = list(dict.fromkeys(df["label"]))
-    fig, panels = _facets(df)
-    for s, e, ax, first in panels:
-        sub = df[(df.setting == s) & (df.eps_label == e)]
-        groups = list(dict.fromkeys(sub["group"]))
-        _bars(ax, sub, "group", "label", "gpr_pp", "lo_pp", "hi_pp", groups,
-              [lab for lab in labels if lab in set(sub["label"])])
-        ax.set_title(f"{s}, {e}", fontsize=10)
-        ax.set_ylabel("GPR (pp)" if first else "", fontsize=9)
-    if title:
-        fig.suptitle(title)
-    _legend_below(fig, labels)
-    _finish(fig)
-    return _tag(fig, labels)
+    return _bar_facets(df, "group", "gpr_pp", "lo_pp", "hi_pp", ylabel="GPR (pp)", title=title)
 
 
 def leveling_grid(df: pd.DataFrame, *, title: str = "", n_cols: int = 4) -> plt.Figure:
@@ -195,24 +207,9 @@ def delta_by_attack(df: pd.DataFrame, y: str = "delta_pp", *, floor: str | None 
     """One panel per setting × ε: ``y`` per attack (x, short names: CF cross-fitted, IS in-sample, NC
     null-corrected) and algorithm (bars), each with a black tick at its null floor. ``df``: setting, eps_label,
     attack_label, label, y (mean over seeds), floor."""
-    labels = list(dict.fromkeys(df["label"]))
     d = df.assign(attack_label=df["attack_label"].map(lambda a: ATTACK_SHORT.get(a, a)))
-    attacks = list(dict.fromkeys(d["attack_label"]))
-    fig, panels = _facets(d, w=4.4, h=2.6)
-    for s, e, ax, first in panels:
-        sub = d[(d.setting == s) & (d.eps_label == e)]
-        _bars(ax, sub, "attack_label", "label", y, None, None, attacks,
-              [lab for lab in labels if lab in set(sub["label"])], floor=floor)
-        ax.tick_params(axis="x", labelrotation=0)
-        for t in ax.get_xticklabels():
-            t.set_ha("center")
-        ax.set_title(f"{s}, {e}", fontsize=10)
-        ax.set_ylabel(ylabel if first else "", fontsize=9)
-    if title:
-        fig.suptitle(title)
-    _legend_below(fig, labels + (["— null floor"] if floor else []))
-    _finish(fig)
-    return _tag(fig, labels)
+    return _bar_facets(d, "attack_label", y, None, None, ylabel=ylabel, floor=floor, upright=True, w=4.4, h=2.6,
+                       title=title)
 
 
 def delta_vs_epsilon(df: pd.DataFrame, *, title: str = "") -> plt.Figure:
@@ -344,24 +341,9 @@ FAIRNESS_SHORT = {"accuracy parity": "accuracy\nparity", "demographic parity": "
 def fairness_grid(df: pd.DataFrame, *, title: str = "") -> plt.Figure:
     """Outcome-fairness differences between groups (pp, bootstrap 95% CI) per metric (x) and algorithm (bars), one
     panel per setting × ε. ``df``: setting, eps_label, metric, label, value_pp, lo_pp, hi_pp."""
-    labels = list(dict.fromkeys(df["label"]))
     d = df.assign(metric=df["metric"].map(lambda m: FAIRNESS_SHORT.get(m, m)))
-    fig, panels = _facets(d, w=4.4, h=2.6)
-    for s, e, ax, first in panels:
-        sub = d[(d.setting == s) & (d.eps_label == e)]
-        metrics = list(dict.fromkeys(sub["metric"]))
-        _bars(ax, sub, "metric", "label", "value_pp", "lo_pp", "hi_pp", metrics,
-              [lab for lab in labels if lab in set(sub["label"])])
-        ax.tick_params(axis="x", labelrotation=0)
-        for t in ax.get_xticklabels():
-            t.set_ha("center")
-        ax.set_title(f"{s}, {e}", fontsize=10)
-        ax.set_ylabel("difference (pp)" if first else "", fontsize=9)
-    if title:
-        fig.suptitle(title)
-    _legend_below(fig, labels)
-    _finish(fig)
-    return _tag(fig, labels)
+    return _bar_facets(d, "metric", "value_pp", "lo_pp", "hi_pp", ylabel="difference (pp)", upright=True, w=4.4,
+                       h=2.6, title=title)
 
 
 def estimator_distributions(adv: dict[str, np.ndarray], null: dict[str, np.ndarray], *, title: str = "") -> plt.Figure:

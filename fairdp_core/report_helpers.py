@@ -16,7 +16,8 @@ import pandas as pd
 
 from .atomic import write_text
 
-__all__ = ["COLUMN_LABELS", "fill_parameters", "flat_scalars", "frames", "shower", "tabler", "write_metrics"]
+__all__ = ["COLUMN_LABELS", "eps_panels", "fill_parameters", "flat_scalars", "frames", "shower", "tabler",
+           "write_metrics"]
 
 _TABLE_IDS = itertools.count()
 
@@ -39,6 +40,21 @@ def frames(results_dir: str | os.PathLike, runs: dict[str, dict]):
 
     summaries = results.load_summaries(results_dir, runs)
     return summaries, results.run_table(summaries, runs), results.group_table(summaries, runs)
+
+
+def eps_panels(df: pd.DataFrame) -> pd.DataFrame:
+    """The rows of ``df`` (with ``setting``, ``epsilon``, ``label``) arranged for small multiples: one copy per
+    setting and ε of the grid, with ``eps_label``, the non-private rows (ε NaN) repeated in every ε of their setting
+    as the reference. An ε where a setting has fewer than two DP algorithms (a sweep's DP-SGD baseline) is no panel."""
+    from .results import eps_label
+
+    panels = []
+    for _, g in df.groupby("setting", sort=False):
+        for e in sorted(g["epsilon"].dropna().unique()):
+            sub = g[(g.epsilon == e) | g.epsilon.isna()]
+            if sub[sub.epsilon.notna()]["label"].nunique() >= 2:
+                panels.append(sub.assign(eps_label=eps_label(e)))
+    return pd.concat(panels) if panels else df.iloc[0:0].assign(eps_label=[])
 
 
 def shower(figures_dir: str | os.PathLike):

@@ -69,13 +69,7 @@ runs_df["level_pp"] = [100 * float(np.mean(g)) if g is not None else np.nan for 
 grid_df = runs_df[runs_df.tau.isna() & runs_df.algorithm.isin(["sgd", "dpsgd", "dpsgd_s"])]
 by = grid_df.groupby(["setting", "epsilon", "label", "attack_label"], sort=False, dropna=False).agg(
     delta_pp=("delta_pp", "mean"), null_floor_pp=("null_floor_pp", "mean"), level_pp=("level_pp", "mean")).reset_index()
-panels = []
-for _, g in by.groupby(["setting"], sort=False):
-    for e in sorted(g["epsilon"].dropna().unique()):
-        sub = g[(g.epsilon == e) | g.epsilon.isna()]
-        if sub[sub.epsilon.notna()]["label"].nunique() >= 2:
-            panels.append(sub.assign(eps_label=results.eps_label(e)))
-panels = pd.concat(panels) if panels else by.assign(eps_label=[])
+panels = rh.eps_panels(by)
 if len(panels):
     show(plots.delta_by_attack(panels), "delta_by_attack",
          "Δ (pp) by attack and algorithm, one panel per dataset × ε; black tick: the null floor of that bar "

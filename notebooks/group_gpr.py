@@ -69,14 +69,7 @@ gpr = main.groupby(["setting", "dataset", "model", "epsilon", "label", "group"],
 gpr["gpr_pp"] = 100 * gpr["gpr"]
 gpr["lo_pp"] = gpr["gpr_pp"] - 196 * np.sqrt(gpr["se2"])
 gpr["hi_pp"] = gpr["gpr_pp"] + 196 * np.sqrt(gpr["se2"])
-dp_eps = sorted(gpr["epsilon"].dropna().unique())
-panels = []
-for _, g in gpr.groupby(["setting", "dataset"], sort=False):
-    for e in dp_eps:
-        sub = g[(g.epsilon == e) | g.epsilon.isna()]
-        if sub[sub.epsilon.notna()]["label"].nunique() >= 2:  # an ε of the grid (not a sweep's DP-SGD baseline)
-            panels.append(sub.assign(eps_label=results.eps_label(e)))
-panels = pd.concat(panels) if panels else gpr.iloc[0:0].assign(eps_label=[])
+panels = rh.eps_panels(gpr)  # the grid's ε per dataset (a sweep's DP-SGD baseline alone is no panel)
 tabular = panels[panels.model == "lr"]
 images = panels[panels.model != "lr"]
 if len(tabular):

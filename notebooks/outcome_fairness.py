@@ -98,13 +98,7 @@ table(fair.assign(eps_label=fair["epsilon"].map(results.eps_label))[
 # Each panel: one dataset at one ε, the four differences for each algorithm (SGD, no DP, repeated in each column).
 
 # %%
-panels = []
-for _, g in fair.groupby(["setting"], sort=False):
-    for e in sorted(g["epsilon"].dropna().unique()):
-        sub = g[(g.epsilon == e) | g.epsilon.isna()]
-        if sub[sub.epsilon.notna()]["label"].nunique() >= 2:
-            panels.append(sub.assign(eps_label=results.eps_label(e)))
-panels = pd.concat(panels) if panels else fair.assign(eps_label=[])
+panels = rh.eps_panels(fair)
 if len(panels):
     show(plots.fairness_grid(panels), "fairness",
          "Outcome-fairness differences between groups (pp; bootstrap 95% interval over test records), one panel per "
