@@ -150,7 +150,7 @@ def _roc(scores: np.ndarray, membership: np.ndarray, n_points: int = 200) -> tup
 
 def roc_figure(roc: pd.DataFrame):
     """Per-group ROC curves of each attack: linear axes (left) and log–log (right), one colour per group."""
-    from .plots import _OTHER, plt
+    from .plots import GROUP_COLORS, plt
 
     attacks = list(dict.fromkeys(roc["attack"]))
     fig, axes = plt.subplots(len(attacks), 2, figsize=(10, 3.6 * len(attacks)), squeeze=False)
@@ -159,7 +159,7 @@ def roc_figure(roc: pd.DataFrame):
         for k, g in enumerate(groups):
             d = roc[(roc.attack == a) & (roc.group == g)]
             for ax in axes[i]:
-                ax.plot(d["fpr"], d["tpr"], color=_OTHER[k % len(_OTHER)], lw=1.4, label=str(g))
+                ax.plot(d["fpr"], d["tpr"], color=GROUP_COLORS[k % len(GROUP_COLORS)], lw=1.4, label=str(g))
         for j, ax in enumerate(axes[i]):
             ax.plot([1e-5, 1], [1e-5, 1], color="grey", ls="--", lw=0.8)
             if j:
