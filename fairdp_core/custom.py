@@ -42,6 +42,7 @@ from .audit.attacks import lira_scores, rmia_scores
 from .audit.design import audit_design
 from .audit.inference import cross_fit_contributions, group_inference
 from .audit.signals import logit_confidence
+from .stages import jsonable
 from .stages.attack import attack_bank
 
 __all__ = ["CustomAudit", "audit_bank", "audit_csv", "audit_model", "correctness_labels", "load_model_spec"]
@@ -71,7 +72,7 @@ class CustomAudit:
         a killed write leaves no partial directory)."""
         out = Path(out)
         with atomic_dir(out) as tmp:
-            (tmp / "summary.json").write_text(json.dumps(_jsonable(self.summary), indent=1) + "\n")
+            (tmp / "summary.json").write_text(json.dumps(jsonable(self.summary), indent=1) + "\n")
             self.groups.to_csv(tmp / "groups.csv", index=False, float_format="%.6g")
             self.records.to_csv(tmp / "records.csv", index=False, float_format="%.6g")
             self.slices.to_csv(tmp / "slices.csv", index=False, float_format="%.6g")
@@ -122,20 +123,6 @@ class CustomAudit:
                              f"[{r.lo_pp:.2f}, {r.hi_pp:.2f}] |")
         lines += ["", "Per-group ROC curves (linear and log scale): roc.png; points in roc.csv.", ""]
         return "\n".join(lines)
-
-
-def _jsonable(o):
-    if isinstance(o, dict):
-        return {str(k): _jsonable(v) for k, v in o.items()}
-    if isinstance(o, (list, tuple)):
-        return [_jsonable(v) for v in o]
-    if isinstance(o, np.ndarray):
-        return _jsonable(o.tolist())
-    if isinstance(o, (np.floating, float)):
-        return None if not np.isfinite(o) else float(o)
-    if isinstance(o, np.integer):
-        return int(o)
-    return o
 
 
 def _roc(scores: np.ndarray, membership: np.ndarray, n_points: int = 200) -> tuple[np.ndarray, np.ndarray]:

@@ -289,10 +289,10 @@ def _grid_run_table(params: Params) -> pd.DataFrame:
     return run_table(load_summaries(params.resolve("results/audit"), runs), runs)
 
 
-def main_table(params: Params, attack: str = "alooa_cross_fit") -> pd.DataFrame:
+def main_table(params: Params, attack: str = "alooa_cross_fit", df: pd.DataFrame | None = None) -> pd.DataFrame:
     """Per dataset × model × ε × algorithm (grid runs): accuracy beside the majority-class rate with a degenerate
     flag, Δ (mean over seeds; SD; interval), its null floor, the two-group contrast, and the accounting."""
-    df = _grid_run_table(params)
+    df = _grid_run_table(params) if df is None else df  # ``df``: the grid's run table when the caller has it
     df = df[df.attack == attack]
     keys = ["dataset", "model", "epsilon", "algorithm"]
     rows = [pd.concat([pd.Series(dict(zip(keys, k))), _seed_stats(g, params.audit.alpha)])
@@ -452,8 +452,8 @@ def build_index(params: Params) -> Path:
     a verdict), the reports with what each answers, the main table grouped by dataset with the accounting of every
     row, then the details (verdicts by source, the stored paper-profile run, the power pilots, how to read); plus
     reports/main_table.csv and reports/metrics.json (DVC metrics)."""
-    agg = main_table(params)
-    df = _grid_run_table(params)
+    df = _grid_run_table(params)  # read once: the main table, the verdicts and the findings box share it
+    agg = main_table(params, df=df)
     evidence = _claim_evidence(params, df)
     links = "".join(f'<li><a href="{n}.html">{REPORT_TITLES[n]}</a>: {html.escape(REPORT_QUESTIONS[n])}</li>'
                     for n in NOTEBOOKS)
@@ -465,7 +465,7 @@ def build_index(params: Params) -> Path:
 <p class="meta">Profile <b>{params.profile}</b>, built from commit <code>{html.escape(_commit(params.base_dir))}</code>.
 {design} GPR: a group's mean per-record membership advantage (pp); Δ: max − min of the GPRs over groups (pp).
 <a href="#how-to-read">How to read these numbers</a>.</p>
-{_findings_box(params, evidence, df)}
+{_findings_box(params, evidence, df, agg)}
 <h2>Reports</h2><ul>{links}</ul>
 <h2>Main results</h2>
 <table><caption>Per dataset, model, ε and algorithm (PA-ALOOA cross-fitted): accuracy (mean ± SD over seeds, the 95% t
@@ -757,7 +757,7 @@ def _outcome_line(params: Params) -> str:
             f"records){tpr}. See <a href='outcome_fairness.html'>outcome fairness</a>.</p>")
 
 
-def _findings_box(params: Params, evidence: list[dict], df: pd.DataFrame) -> str:
+def _findings_box(params: Params, evidence: list[dict], df: pd.DataFrame, agg: pd.DataFrame) -> str:
     """The first screen of the index: the answer in words (direction and size), then per paper claim the paper's
     value, this study's best evidence (estimate, CI, seeds, source) and a verdict with its minimal detectable effect;
     this run's own null result; the audit claims; the largest outcome-fairness effect."""
@@ -804,7 +804,6 @@ def _findings_box(params: Params, evidence: list[dict], df: pd.DataFrame) -> str
         words.append(f"<li>{label} (paper: {effect:+.2f} pp): " + "; ".join(parts)
                      + (f"; not run: {', '.join(missing)}" if missing else "") + ".</li>")
     # this run's own answer: can its audit tell any group's risk apart?
-    agg = main_table(params)
     dp = agg[agg.algorithm != "sgd"] if len(agg) else agg
     n_excl = int((dp["delta_lo"] > 0).sum()) if len(dp) else 0
     n_below = int((dp["delta_pp"] < dp["null_floor_pp"]).sum()) if len(dp) else 0
