@@ -252,7 +252,7 @@ def _cmd_pilot_summary(args: argparse.Namespace) -> int:
 
     params = load_params(args.params)
     effective = {n: train_plan(params, n)["spec"] for n in params.runs}
-    print(pilot_summary(params, name=args.name, effective=effective))
+    print(pilot_summary(params, name=args.name or params.profile, effective=effective))
     return 0
 
 
@@ -428,7 +428,7 @@ def main(argv: list[str] | None = None) -> int:
     i = sub.add_parser("index", help="write reports/index.html and reports/metrics.json")
     i.set_defaults(func=_cmd_index)
     pi = sub.add_parser("pilot-summary", help="between-seed SDs and seeds for power from the pilot profile")
-    pi.add_argument("--name", default="pilot", help="writes reports/paper/<NAME>.json (default: pilot)")
+    pi.add_argument("--name", default=None, help="writes reports/paper/<NAME>.json (default: the profile's name)")
     pi.set_defaults(func=_cmd_pilot_summary)
     cv = sub.add_parser("coverage", help="simulate the audit's intervals and tests (reports/coverage/)")
     cv.add_argument("--studies", type=int, default=1000, help="simulated audits per cell")

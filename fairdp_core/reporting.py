@@ -947,8 +947,9 @@ def pilot_summary(params: Params, name: str = "pilot", effective: dict[str, dict
     power, and the minimal detectable effect at the seeds run; the same paired comparison for the paper code's rules;
     per-group clipped fractions. Written to reports/paper/<name>.json. ``effective``: each run's TrainSpec fields
     (the plan stage's, after overrides); the design line states them."""
-    if params.profile != "pilot":
-        raise ConfigError(f"params.yaml is the {params.profile!r} profile; run `make repro PROFILE=pilot` first")
+    if not params.profile.startswith("pilot"):
+        raise ConfigError(f"params.yaml is the {params.profile!r} profile; run a pilot first (`make repro "
+                          "PROFILE=pilot`, pilot_law or pilot_mnist_cnn)")
     df = _grid_run_table(params)
     # the EFFECTIVE settings (run -> TrainSpec fields after every override, as the plan stage wrote them)
     t = params.train

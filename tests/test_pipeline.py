@@ -42,7 +42,7 @@ def law_smoke(project, monkeypatch):
     return project
 
 
-@pytest.mark.parametrize("profile", ["smoke", "default", "pilot", "paper"])
+@pytest.mark.parametrize("profile", ["smoke", "default", "pilot", "pilot_law", "pilot_mnist_cnn", "paper"])
 def test_profiles_are_valid(project, profile):
     use_profile(profile, project / "params.yaml", project / "profiles")
     p = load_params(project / "params.yaml")
@@ -52,9 +52,15 @@ def test_profiles_are_valid(project, profile):
         assert p.audit.R == 200 and p.train.epochs == 20 and p.train.batch_size == 256 and p.train.lr == 0.1
         assert p.audit.m == "all" and p.train.clip == 5.0 and "law_paper" in p.data.datasets
         assert sum(1 for r in p.runs.values() if r.dataset == "adult") == 16 * (1 + 4 * 2)
-    if profile == "pilot":
+    if profile in ("pilot", "pilot_law"):
         assert p.audit.m == "all" and p.audit.R == 50 and len(p.runs) == 8 * 4
-    if profile in ("pilot", "paper"):
+    if profile == "pilot_mnist_cnn":
+        # one lr for both arms (the default profile's per-algorithm lr would confound the paired difference)
+        from fairdp_core.stages.plan import train_plan
+
+        specs = [train_plan(p, name)["spec"] for name in p.runs]
+        assert len(specs) == 8 * 3 and {(s["lr"], s["epochs"]) for s in specs} == {(0.2, 2)}
+    if profile in ("pilot", "pilot_law", "paper"):
         # the paper's lr and bound reach every run: the profile's `overrides: {}` clears the default profile's
         # per-dataset overrides (it once merged them in, and the first pilot ran Adult at lr 0.5)
         from fairdp_core.stages.plan import train_plan
