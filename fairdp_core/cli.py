@@ -13,7 +13,7 @@
     fairdp train NAME                   train the bank and its signals, results/train/<name>/
     fairdp attack NAME                  every attack and its statistics, results/audit/<name>/
     fairdp audit NAME                   plan, train and attack one run
-    fairdp coverage [--studies N] [--attacks]
+    fairdp coverage [--studies N] [--attacks | --leveling --lowfpr --skew]
                                         coverage of the audit's intervals by simulation, reports/coverage/
     fairdp tune --dataset D [--lr ...]  lr/epochs/clip/γ on a validation split (tuning outside ε), reports/tuning/
     fairdp report NOTEBOOK              run notebooks/<NOTEBOOK>.py with papermill, render reports/<NOTEBOOK>.html
@@ -263,6 +263,33 @@ def _cmd_coverage(args: argparse.Namespace) -> int:
         df = attack_coverage_study(args.studies, n_truth=args.studies, two_r=(16, 100), seed=args.seed)
         print(write_attack_coverage(df, args.out))
         return 0
+    if args.leveling or args.lowfpr or args.skew:
+        from .audit import simulate as sim
+
+        if args.leveling:
+            df = sim.leveling_coverage_study(args.studies, seed=args.seed)
+            ident = df[df.gap == 0]
+            summary = (f"Worst cell: {df.cover_models_and_records.min():.3f} for the interval the reports use, "
+                       f"{df.cover_records_only.min():.3f} for the records-only bootstrap. Between identical "
+                       f"algorithms the riskiest group's change is significant in at most "
+                       f"{ident.identical_riskiest_significant.max():.3f} of studies; picked on the same records it "
+                       f"'falls' by {ident.identical_riskiest_change_same_records_pp.min():.2f} pp at worst, on the "
+                       f"other half by {ident.identical_riskiest_change_other_half_pp.abs().max():.2f} pp at most.")
+            print(sim.write_extra_coverage("leveling", df, args.out, summary=summary))
+        if args.lowfpr:
+            df = sim.lowfpr_coverage_study(args.studies, seed=args.seed)
+            summary = (f"Worst cell: TPR at 1% FPR {df.cover_tpr_at_1pct.min():.3f} (naive "
+                       f"{df.cover_tpr_at_1pct_naive.min():.3f}); ε lower bound {df.cover_eps_lb.min():.3f} (naive "
+                       f"{df.cover_eps_lb_naive.min():.3f}).")
+            print(sim.write_extra_coverage("lowfpr", df, args.out, summary=summary))
+        if args.skew:
+            df = sim.skew_stress_study(args.studies, seed=args.seed)
+            worst = df.groupby("record_log_sd")[["cover_gpr", "cover_contrast", "cover_delta_simultaneous"]].min()
+            summary = "Worst cell per record log-sd: " + "; ".join(
+                f"{rsd:g}: GPR {r.cover_gpr:.3f}, contrast {r.cover_contrast:.3f}, Δ {r.cover_delta_simultaneous:.3f}"
+                for rsd, r in worst.iterrows()) + "."
+            print(sim.write_extra_coverage("skew", df, args.out, summary=summary))
+        return 0
     df = coverage_study(args.studies, seed=args.seed)
     print(write_coverage(df, args.out))
     return 0
@@ -435,6 +462,9 @@ def main(argv: list[str] | None = None) -> int:
     cv.add_argument("--seed", type=int, default=20251010)
     cv.add_argument("--out", default="reports/coverage")
     cv.add_argument("--attacks", action="store_true", help="PA-GA, PA-GBA and LiRA instead (attack_coverage.md)")
+    cv.add_argument("--leveling", action="store_true", help="the leveling interval (leveling_coverage.md)")
+    cv.add_argument("--lowfpr", action="store_true", help="TPR at 1%% FPR and the ε lower bound (lowfpr_coverage.md)")
+    cv.add_argument("--skew", action="store_true", help="the intervals under heavy record skew (skew_coverage.md)")
     cv.set_defaults(func=_cmd_coverage)
     tu = sub.add_parser("tune", add_help=False,
                         help="lr/epochs/clip/γ per dataset on a validation split (tuning outside ε); --help for more")

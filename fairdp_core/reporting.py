@@ -889,10 +889,12 @@ def _pilot_block(pilot: dict) -> str:
     items = []
     for key, c in pilot["configs"].items():
         cfg = _cfg_label(key)
-        for key, what in (("delta_pp", "Δ cross-fitted"), ("contrast_pp", "contrast Male − Female"),
+        ds, model, eps = key.split("-", 2)
+        ref = PAPER_REPORTED.get((ds, model, float(eps.removeprefix("e"))))
+        for key, what in (("delta_pp", "Δ cross-fitted"), ("contrast_pp", "contrast of the two groups"),
                           ("delta_in_sample_pp", "Δ in-sample (the paper's estimator)")):
             d = c["paired"].get(key)
-            if not d:
+            if not d or d.get("mean_diff") is None or not np.isfinite(d["mean_diff"]):
                 continue
             sds = ", ".join(f"{ALGORITHM_LABELS.get(a, a)} {v:.2f}" for a, v in c["sd"][key].items())
             items.append(f"<li>{cfg}, {what}: SD over seeds {sds} pp; DP-SGD-S − DP-SGD {d['mean_diff']:+.2f} pp "
@@ -901,24 +903,26 @@ def _pilot_block(pilot: dict) -> str:
                          f"effect (80% power, α = 0.05) {d['mde_80']:.2f} pp.</li>")
         d = c["paired"].get("delta_pp")
         if d:
-            if d["lo"] > 0 and d["p_sign_flip"] < 0.05:
-                verdict = (f"<b>contradicted</b>: DP-SGD-S raised Δ by {d['mean_diff']:+.2f} pp [{d['lo']:+.2f}, "
-                           f"{d['hi']:+.2f}] where the paper reports a reduction (Adult, ε = 10: 0.27 → 0.17 pp)")
-            elif d["hi"] < 0 and d["p_sign_flip"] < 0.05:
-                verdict = f"<b>reproduced in direction</b>: DP-SGD-S lowered Δ by {d['mean_diff']:+.2f} pp"
-            else:
-                verdict = (f"<b>inconclusive</b>: the interval [{d['lo']:+.2f}, {d['hi']:+.2f}] holds 0 or the "
-                           f"sign-flip test does not reject (p = {d['p_sign_flip']:.3f}); the minimal "
-                           f"detectable effect with these seeds is {d['mde_80']:.2f} pp")
+            verdict, mde = claim_verdict(d)
+            paper = ("" if not ref else f" (the paper: {ref['dpsgd']['delta_pp']:.2f} → "
+                     f"{ref['dpsgd_s']['delta_pp']:.2f} pp, {ref['dpsgd_s']['delta_pp'] - ref['dpsgd']['delta_pp']:+.2f})")
+            text = {"contradicted": f"<b>contradicted</b>: DP-SGD-S raised Δ by {d['mean_diff']:+.2f} pp "
+                                    f"[{d['lo']:+.2f}, {d['hi']:+.2f}] where the paper reports a reduction{paper}",
+                    "reproduced (direction)": f"<b>reproduced in direction</b>: DP-SGD-S lowered Δ by "
+                                              f"{d['mean_diff']:+.2f} pp [{d['lo']:+.2f}, {d['hi']:+.2f}]{paper}"}.get(
+                verdict, f"<b>inconclusive</b>: {d['mean_diff']:+.2f} pp [{d['lo']:+.2f}, {d['hi']:+.2f}] holds 0 or "
+                         f"the sign-flip test does not reject (p = {d['p_sign_flip']:.3f}){paper}"
+                         + (f"; the minimal detectable effect with these seeds is {mde:.2f} pp" if mde else ""))
             items.insert(0, f"<li>Verdict on the paper's claim for {cfg} (at this pilot's design, not 2R = 400): "
-                            f"{verdict}.</li>")
+                            f"{text}.</li>")
         for rule, res in c.get("paired_rules", {}).items():
             if rule == "dpsgd_s":
                 continue
             parts = [f"{what} {res[key]['mean_diff']:+.2f} [{res[key]['lo']:+.2f}, {res[key]['hi']:+.2f}] "
                      f"(p = {res[key]['p_sign_flip']:.3f})" for key, what in
                      (("delta_pp", "Δ cross-fitted"), ("contrast_pp", "contrast"), ("delta_in_sample_pp",
-                                                                                   "Δ in-sample")) if key in res]
+                                                                                   "Δ in-sample"))
+                     if key in res and res[key].get("mean_diff") is not None and np.isfinite(res[key]["mean_diff"])]
             d = res.get("delta_pp")
             direction = ("" if not d else " It lowers Δ, the paper's direction." if d["hi"] < 0 else
                          " It raises Δ, against the paper." if d["lo"] > 0 else " Its Δ change is not distinguishable from 0.")
@@ -932,10 +936,13 @@ def _pilot_block(pilot: dict) -> str:
                 f"{ALGORITHM_LABELS.get(a, a)} " + ", ".join(f"{g} {100 * x:.0f}%" for g, x in v.items())
                 for a, v in clipped.items()) + " (a diagnostic outside ε; a group bound matters only where "
                 "clipping binds).</li>")
+        own = f"{'law' if ds == 'law_paper' else ds}-{model}"
         need = "; ".join(f"{k} ({v['effect_pp']:+.2f} pp): {v['cross_fit'] or '> 10,000'} seeds cross-fitted, "
-                         f"{v['in_sample'] or '> 10,000'} in-sample" for k, v in c["seeds_for_80_power"].items())
-        items.append(f"<li>Seeds for 80% power at the paper's effects, from this SD of the paired difference: {need}. "
-                     "Only Adult was piloted; Law and MNIST assume Adult's SD.</li>")
+                         f"{v['in_sample'] or '> 10,000'} in-sample" for k, v in c["seeds_for_80_power"].items()
+                         if k == own)
+        if need:
+            items.append(f"<li>Seeds for 80% power at the paper's effect, from this SD of the paired difference: "
+                         f"{need}.</li>")
     short = re.sub(r" \([^()]*\)", "", pilot["design"]).split(", commit")[0]
     return (f"<h3>Power pilot: {html.escape(short)}</h3><p class='small'>{html.escape(pilot['design'])}</p>"
             f"<ul>{''.join(items)}</ul>")

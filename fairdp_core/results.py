@@ -14,7 +14,8 @@ __all__ = ["ALGORITHM_LABELS", "DATASET_LABELS", "MODEL_LABELS", "eps_label", "g
 ALGORITHM_LABELS = {"sgd": "SGD", "dpsgd": "DP-SGD", "dpsgd_s": "DP-SGD-S",
                     "dpsgd_s_paper": "DP-SGD-S (paper rule)",
                     "dpsgd_s_paper_code": "DP-SGD-S (paper code, not guaranteed)",
-                    "dpsgd_s_nonprivate": "DP-SGD-S (non-private stats)"}
+                    "dpsgd_s_nonprivate": "DP-SGD-S (non-private stats)",
+                    "dpsgd_f": "DPSGD-F", "global_adapt": "DPSGD-Global-Adapt", "adaclip": "AdaClip"}
 DATASET_LABELS = {"adult": "Adult", "bank": "Bank", "credit": "Credit", "law": "Law", "law_paper": "Law (paper's task)",
                   "compas": "COMPAS", "mnist": "MNIST", "utkface": "UTKFace"}
 MODEL_LABELS = {"lr": "LR", "mlp": "MLP", "cnn": "CNN"}
@@ -103,6 +104,24 @@ def group_table(summaries: dict[str, dict], runs: dict[str, dict]) -> pd.DataFra
 def records(results_dir: str | Path, name: str) -> pd.DataFrame:
     """The per-record table of a run."""
     return pd.read_csv(Path(results_dir) / name / "records.csv")
+
+
+def alooa_contributions(train_dir: str | Path, name: str) -> tuple[np.ndarray, np.ndarray]:
+    """(c [M, m], group [m]): the cross-fitted PA-ALOOA contributions of run ``name``'s bank (``advantage =
+    c.sum(0)``, as the attack stage computes them) from its signals and its audit design (results/designs/, beside
+    ``train_dir``), for statistics over models and records across two banks (leveling)."""
+    import json
+
+    from .audit.design import AuditDesign
+    from .audit.inference import cross_fit_contributions
+
+    run_dir = Path(train_dir) / name
+    design_key = json.loads((run_dir / "train.json").read_text())["plan"]["design"]
+    design = AuditDesign.load(Path(train_dir).parent / "designs" / f"{design_key}.npz")
+    with np.load(run_dir / "signals.npz") as z:
+        if not np.array_equal(z["audit_idx"], design.audit_idx):
+            raise ValueError(f"{run_dir} was trained on another audit design than {design_key}")
+        return cross_fit_contributions(-np.asarray(z["loss"], np.float64), design.membership), design.audit_group
 
 
 def signals(results_dir: str | Path, name: str) -> dict[str, np.ndarray]:

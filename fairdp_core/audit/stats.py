@@ -264,24 +264,44 @@ def paired_seed_comparison(a: np.ndarray, b: np.ndarray, *, alpha: float = 0.05)
             "p_min": r["p_min"], "n_seeds": r["n_seeds"]}
 
 
-def leveling_split(adv_a: np.ndarray, adv_b: np.ndarray, group: np.ndarray, n_groups: int, *,
-                   rng: np.random.Generator, n_boot: int = 1000, level: float = 0.95) -> pd.DataFrame:
-    """Leveling up or down without regression to the mean: the audit records are split in two halves (stratified
-    by group); the riskiest and safest groups under algorithm a are picked on the first half, and every group's
-    change GPR_k(b) − GPR_k(a) is measured on the second (``paired_group_difference``). Picking and measuring on the
-    same records would show the riskiest group "improving" even between two identical algorithms."""
-    group = np.asarray(group)
+def leveling_split(c_a: np.ndarray, c_b: np.ndarray, group: np.ndarray, n_groups: int, *,
+                   rng: np.random.Generator, alpha: float = 0.05) -> pd.DataFrame:
+    """Leveling up or down, over models and records, without regression to the mean.
+
+    ``c_a``, ``c_b`` [M, m]: two banks' per-(model, record) contributions (:mod:`fairdp_core.audit.inference`;
+    ``advantage = c.sum(0)``) on the SAME audit records and design, e.g. DP-SGD (a) and DP-SGD-S (b) at one seed.
+    The records are split in two halves (stratified by group, ``rng``); the riskiest and safest groups under a are
+    picked on the first half, and every group's change GPR_k(b) − GPR_k(a) is measured on the second with the
+    crossed records × model-pairs interval of :func:`~fairdp_core.audit.inference.group_inference` applied to
+    c_b − c_a: pair r of bank a and pair r of bank b (the same data split, independent training) form one
+    independent unit, so the interval counts each bank's model-level effects, not only the records. Picking and
+    measuring on the same records would show the riskiest group "improving" even between two identical algorithms.
+    Columns: group, change, lo, hi (level 1 − alpha), p (two-sided t), df, n, gpr_a_pick, role (none when every
+    group ties on the first half)."""
+    from .inference import group_inference
+
+    c_a, c_b, group = np.asarray(c_a, float), np.asarray(c_b, float), np.asarray(group)
+    if c_a.shape != c_b.shape:
+        raise ValueError(f"the two banks must have the same models and records: {c_a.shape} vs {c_b.shape}")
     first = np.zeros(len(group), dtype=bool)
     for k in range(n_groups):
         idx = rng.permutation(np.flatnonzero(group == k))
         first[idx[: len(idx) // 2]] = True
-    pick = gpr(np.asarray(adv_a, float)[first], group[first], n_groups)
-    out = paired_group_difference(np.asarray(adv_a)[~first], np.asarray(adv_b)[~first], group[~first], n_groups,
-                                  rng=rng, n_boot=n_boot, level=level)
-    out["gpr_a_pick"] = pick[out["group"].to_numpy()]
-    valid = out["gpr_a_pick"].notna()
+    pick = gpr(c_a[:, first].sum(0), group[first], n_groups)
+    res = group_inference(c_b[:, ~first] - c_a[:, ~first], group[~first], n_groups, alpha=alpha)
+    rows = []
+    for k in range(n_groups):
+        n = int(((group == k) & ~first).sum())
+        if not n:
+            continue
+        se, df = res["gpr_se"][k], res["gpr_df"][k]
+        p = float(2 * stats.t.sf(abs(res["gpr"][k]) / se, df)) if np.isfinite(se) and se > 0 else float("nan")
+        rows.append({"group": k, "change": float(res["gpr"][k]), "lo": float(res["gpr_lo"][k]),
+                     "hi": float(res["gpr_hi"][k]), "p": p, "df": float(df), "n": n, "gpr_a_pick": float(pick[k])})
+    out = pd.DataFrame(rows)
+    valid = out["gpr_a_pick"].notna() if len(out) else pd.Series(dtype=bool)
     out["role"] = ""
-    if valid.any():
+    if len(out) and valid.any() and out.loc[valid, "gpr_a_pick"].max() > out.loc[valid, "gpr_a_pick"].min():
         out.loc[out.loc[valid, "gpr_a_pick"].idxmax(), "role"] = "riskiest"
         out.loc[out.loc[valid, "gpr_a_pick"].idxmin(), "role"] = "safest"
     return out
@@ -291,6 +311,8 @@ def paired_group_difference(adv_a: np.ndarray, adv_b: np.ndarray, group: np.ndar
                             rng: np.random.Generator, n_boot: int = 1000, level: float = 0.95) -> pd.DataFrame:
     """GPR_k(b) − GPR_k(a) per group for two algorithms audited on the SAME audit records (same design), with a
     percentile bootstrap over records within the group (paired: a record's two advantages move together).
+    Records only: conditional on the two banks, so it undercovers over models (``fairdp coverage --leveling``);
+    the reports use :func:`leveling_split`, which resamples model pairs too.
     A positive change means group k got riskier under b (leveling down when k was the safer group)."""
     d = np.asarray(adv_b, float) - np.asarray(adv_a, float)
     q = (1 - level) / 2
