@@ -17,11 +17,14 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 __all__ = [
     "DATA_MIRROR_ENV",
     "GENERATED_FILE",
+    "AdaClipConfig",
     "AuditConfig",
     "ConfigError",
     "DataConfig",
     "DatasetOptions",
+    "DpsgdFConfig",
     "DpsgdSConfig",
+    "GlobalAdaptConfig",
     "GridEntry",
     "LooaConfig",
     "NonprivateSConfig",
@@ -93,7 +96,8 @@ class DataConfig(_Strict):
 
 
 Positive = Annotated[float, Field(gt=0.0)]
-Algorithm = Literal["sgd", "dpsgd", "dpsgd_s", "dpsgd_s_paper", "dpsgd_s_paper_code", "dpsgd_s_nonprivate"]
+Algorithm = Literal["sgd", "dpsgd", "dpsgd_s", "dpsgd_s_paper", "dpsgd_s_paper_code", "dpsgd_s_nonprivate",
+                    "dpsgd_f", "global_adapt", "adaclip"]
 ModelName = Literal["lr", "mlp", "cnn"]
 
 
@@ -122,6 +126,46 @@ class PaperRuleConfig(_Strict):
     sigma_b: Positive | None = None
     c_min: Positive = 0.01
     count_floor: Positive | None = None
+
+
+class DpsgdFConfig(_Strict):
+    """DPSGD-F (Xu et al. 2021), a rival: C_k = C0·(1 + a_k / mean_j a_j), a_k group k's share of the batch's
+    gradients above C0 in the noised 2K counts, C0 = ``train.clip`` (or its override). ``sigma_b``: the counts'
+    noise (10, the reference code's σ1)."""
+
+    sigma_b: Positive = 10.0
+
+
+class GlobalAdaptConfig(_Strict):
+    """DPSGD-Global-Adapt (Esipova et al. 2023), a rival: gradients below Z scaled by C/Z, above clipped to C, with
+    C = ``train.clip`` (or its override). Z starts at ``z_init`` (100, the reference code's) and tracks the
+    quantile ``gamma`` of the norms at step ``eta`` from a noised count (σ_b = 10, the code's) of norms above
+    ``threshold``·Z; γ = 0.9, η = 1 is the code's update Z ← Z·exp(ã/B − 0.1)."""
+
+    z_init: Positive = 100.0
+    threshold: Positive = 1.0
+    gamma: Fraction = 0.9
+    eta: Positive = 1.0
+    sigma_b: Positive = 10.0
+
+
+class AdaClipConfig(_Strict):
+    """AdaClip (Andrew et al. 2021; Opacus's AdaClipDPOptimizer), a rival: one bound C for every group, starting at
+    ``train.clip`` (or its override), tracking the quantile ``gamma`` of the norms at step ``eta`` (0.5 and 0.2,
+    Andrew et al.'s) from a noised centred count of std ``sigma_b`` (None: B/20, theirs), within
+    [``c_min``, ``c_max``]."""
+
+    gamma: Fraction = 0.5
+    eta: Positive = 0.2
+    sigma_b: Positive | None = None
+    c_min: Positive = 0.01
+    c_max: Positive = 100.0
+
+    @model_validator(mode="after")
+    def _ordered(self) -> AdaClipConfig:
+        if self.c_min >= self.c_max:
+            raise ValueError(f"c_min ({self.c_min}) must be below c_max ({self.c_max})")
+        return self
 
 
 class NonprivateSConfig(_Strict):
@@ -158,6 +202,9 @@ class TrainConfig(_Strict):
     dpsgd_s: DpsgdSConfig = Field(default_factory=DpsgdSConfig)
     dpsgd_s_paper: PaperRuleConfig = Field(default_factory=PaperRuleConfig)
     dpsgd_s_nonprivate: NonprivateSConfig = Field(default_factory=NonprivateSConfig)
+    dpsgd_f: DpsgdFConfig = Field(default_factory=DpsgdFConfig)
+    global_adapt: GlobalAdaptConfig = Field(default_factory=GlobalAdaptConfig)
+    adaclip: AdaClipConfig = Field(default_factory=AdaClipConfig)
     overrides: dict[str, TrainOverride] = Field(default_factory=dict)
 
 

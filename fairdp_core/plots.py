@@ -47,6 +47,9 @@ ALGORITHM_COLORS = {
     "DP-SGD-S (paper rule)": "#009E73",
     "DP-SGD-S (paper code, not guaranteed)": "#CC79A7",
     "DP-SGD-S (non-private stats)": "#8C564B",
+    "DPSGD-F": "#E69F00",
+    "DPSGD-Global-Adapt": "#56B4E9",
+    "AdaClip": "#000000",
 }
 ATTACK_LABELS = {
     "alooa_cross_fit": "PA-ALOOA cross-fitted", "alooa_in_sample": "PA-ALOOA in-sample (paper)",

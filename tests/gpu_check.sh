@@ -7,4 +7,4 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 python3 -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 'gpu_check: no CUDA device visible')"
-python3 -m pytest -q -p no:cacheprovider -rs tests/test_privacy.py -k "cuda or device" "$@"
+python3 -m pytest -q -p no:cacheprovider -rs tests/test_privacy.py tests/test_rivals.py -k "cuda or device" "$@"

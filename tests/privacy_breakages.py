@@ -2,12 +2,13 @@
 
 Each breakage is one exact source edit in a temporary copy of the project: remove the noise, shrink its scale,
 calibrate at the wrong q, let an unnoised count reach the quantile update, share noise between releases, and so
-on. For each, the privacy suite (SUITE below: the privacy, engine, Opacus, clip-tuning and custom-audit tests, without
-the real-data test) runs against the broken copy and must FAIL. A breakage whose edit no longer matches the
+on. For each, the privacy suite (SUITE below: the privacy, rivals, engine, Opacus, clip-tuning and custom-audit tests,
+without the real-data test) runs against the broken copy and must FAIL. A breakage whose edit no longer matches the
 source is reported as stale, and also fails the run: keep this list in step with the code.
 
     python tests/privacy_breakages.py            # all breakages; exit 1 if any survives or is stale
     python tests/privacy_breakages.py --list     # the list only
+    python tests/privacy_breakages.py --match DPSGD-F   # only the breakages whose name contains DPSGD-F
 """
 
 from __future__ import annotations
@@ -23,8 +24,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-SUITE = ["tests/test_privacy.py", "tests/test_paper_rule.py", "tests/test_engine.py", "tests/test_opacus_compat.py",
-         "tests/test_clip_tuning.py", "tests/test_custom.py"]
+SUITE = ["tests/test_privacy.py", "tests/test_rivals.py", "tests/test_paper_rule.py", "tests/test_engine.py",
+         "tests/test_opacus_compat.py", "tests/test_clip_tuning.py", "tests/test_custom.py"]
 
 
 @dataclass(frozen=True)
@@ -65,7 +66,7 @@ BREAKAGES = (
     Breakage("clipping removed", "fairdp_core/engine/policies.py",
              "return torch.clamp(C / (norms + 1e-6), max=1.0)", "return torch.ones_like(norms)"),
     Breakage("trainer skips clipping", "fairdp_core/engine/trainer.py",
-             "factors = clip_factors(norms, gb, bounds) * w", "factors = w"),
+             "factors = policy.factors(norms, gb, bounds) * w", "factors = w"),
     Breakage("biases left unnoised", "fairdp_core/engine/trainer.py",
              "grads[n] += chunk.view_as(grads[n])", "grads[n] += chunk.view_as(grads[n]) * (not n.endswith('bias'))"),
     Breakage("every model noised at model 0's bound", "fairdp_core/engine/trainer.py",
@@ -91,7 +92,7 @@ BREAKAGES = (
              "return split_sigma(sigma_eff, sigma_s, sigma_b), sigma_b, sigma_s, sigma_eff",
              "return split_sigma(sigma_eff, sigma_b), sigma_b, sigma_s, sigma_eff"),
     Breakage("paper rule: statistics clipped at the group bounds, not C0", "fairdp_core/engine/trainer.py",
-             "f = policy.sum_factors(norms) * w", "f = clip_factors(norms, gb, policy.bounds()) * w"),
+             "f = policy.sum_factors(norms) * w", "f = policy.factors(norms, gb, policy.bounds()) * w"),
     Breakage("paper rule: bounds from the exact statistics", "fairdp_core/engine/policies.py",
              "self._b = self.bounds_from_release(noisy_sums, self.released_counts)",
              "self._b = self.bounds_from_release(sums, counts)"),
@@ -114,6 +115,50 @@ BREAKAGES = (
     Breakage("Opacus optimizer: gradient noise at σ_eff", "fairdp_core/opacus_compat.py",
              "self.noise_multiplier, self.max_grad_norm = self.grad_noise_multiplier,",
              "self.noise_multiplier, self.max_grad_norm = self.noise_multiplier,"),
+    # the rivals (issue 15): DPSGD-F, DPSGD-Global-Adapt, AdaClip
+    Breakage("rivals: gradient noise at σ_eff (their counts not paid for)", "fairdp_core/engine/trainer.py",
+             "return split_sigma(sigma_eff, count_multiplier), sigma_b, None, sigma_eff",
+             "return sigma_eff, sigma_b, None, sigma_eff"),
+    Breakage("AdaClip: its centred count's sensitivity taken as 1/4, not 1/2", "fairdp_core/engine/trainer.py",
+             'count_multiplier = 2.0 * sigma_b if spec.algorithm == "adaclip"',
+             'count_multiplier = 4.0 * sigma_b if spec.algorithm == "adaclip"'),
+    Breakage("AdaClip: an uncentred count (sensitivity 1) released as the centred one", "fairdp_core/engine/policies.py",
+             "return ((unclipped - 0.5) * weights).sum(1)", "return (unclipped * weights).sum(1)"),
+    Breakage("DPSGD-F: counts not noised", "fairdp_core/engine/policies.py",
+             "_model_noise(self.gens, (2 * self.K,), self.device) * self.sigma_b",
+             "_model_noise(self.gens, (2 * self.K,), self.device) * 0.0"),
+    Breakage("DPSGD-F: bounds from the exact counts", "fairdp_core/engine/policies.py",
+             "self._b = self.bounds_from_release(self.released)",
+             "self._b = self.bounds_from_release(self.counts(norms, groups, weights))"),
+    Breakage("DPSGD-F: count noise drawn from the gradient-noise stream", "fairdp_core/engine/trainer.py",
+             'return DPSGDFClip(M, K, sigma_g, clip=spec.clip, sigma_b=sigma_b, generators=[g["count"] for g in gens],',
+             'return DPSGDFClip(M, K, sigma_g, clip=spec.clip, sigma_b=sigma_b, generators=[g["noise"] for g in gens],'),
+    Breakage("Global-Adapt, AdaClip: count not noised", "fairdp_core/engine/policies.py",
+             "_model_noise(self.gens, (1,), self.device)[:, 0] * self.sigma_b",
+             "_model_noise(self.gens, (1,), self.device)[:, 0] * 0.0"),
+    Breakage("Global-Adapt, AdaClip: bound moved by the exact count", "fairdp_core/engine/policies.py",
+             "self.T = self.update_from_release(self.T, self.released)",
+             "self.T = self.update_from_release(self.T, self.counts(norms, groups, weights))"),
+    Breakage("Global-Adapt: gradients above Z left unclipped", "fairdp_core/engine/policies.py",
+             "return torch.where(c >= scale, scale, c)", "return torch.where(c >= scale, scale, torch.ones_like(c))"),
+    Breakage("DPSGD-F optimizer: counts not noised", "fairdp_core/opacus_compat.py",
+             "self.released = counts + noise  #", "self.released = counts  #"),
+    Breakage("DPSGD-F optimizer: noise scaled by the smallest bound", "fairdp_core/opacus_compat.py",
+             "self.max_grad_norm = float(self._rule.bounds().amax())  # max_k C_k over ALL K groups",
+             "self.max_grad_norm = float(self._rule.bounds().amin())  # max_k C_k over ALL K groups"),
+    Breakage("DPSGD-F optimizer: virtual steps allowed", "fairdp_core/opacus_compat.py",
+             "if self._check_skip_next_step(pop_next=False) or any(", "if False and any("),
+    Breakage("Global-Adapt optimizer: count not noised", "fairdp_core/opacus_compat.py",
+             "released = count + noise", "released = count"),
+    Breakage("Global-Adapt optimizer: counts of virtual steps not accumulated", "fairdp_core/opacus_compat.py",
+             "self._count = self._count + self._rule.counts(", "self._count = self._rule.counts("),
+    Breakage("AdaClip optimizer: its update divides by the realised batch size", "fairdp_core/opacus_compat.py",
+             "self.released = torch.as_tensor(self.unclipped_num - self.sample_size / 2.0,",
+             "self.released = torch.as_tensor((self.unclipped_num - self.sample_size / 2.0) * "
+             "self.expected_batch_size / max(self.sample_size, 1),"),
+    Breakage("AdaClip optimizer: counts of virtual steps dropped (Opacus's zero_grad)", "fairdp_core/opacus_compat.py",
+             "if keep:\n            self.sample_size, self.unclipped_num = sample_size, unclipped",
+             "if False:\n            self.sample_size, self.unclipped_num = sample_size, unclipped"),
     Breakage("tune-clip: exponential mechanism at twice its scale", "fairdp_core/clip_tuning.py",
              "logits = epsilon_q * u / 2.0", "logits = epsilon_q * u"),
     Breakage("tune-clip: the quantile release not composed into ε", "fairdp_core/clip_tuning.py",
@@ -141,9 +186,12 @@ def _run_suite(work: Path) -> tuple[bool, str]:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--list", action="store_true", help="print the breakages and exit")
+    ap.add_argument("--match", action="append", default=None,
+                    help="only the breakages whose name contains this text (repeatable)")
     args = ap.parse_args()
+    chosen = [b for b in BREAKAGES if args.match is None or any(t in b.name for t in args.match)]
     if args.list:
-        for b in BREAKAGES:
+        for b in chosen:
             print(f"- {b.name} ({b.path})")
         return 0
     bad = []
@@ -154,7 +202,7 @@ def main() -> int:
         print(f"unbroken code: {'passes' if ok else 'FAILS'} ({last})", flush=True)
         if not ok:
             return 1
-        for b in BREAKAGES:
+        for b in chosen:
             target = work / b.path
             original = target.read_text()
             if original.count(b.old) != 1:
@@ -171,7 +219,7 @@ def main() -> int:
             print(f"{verdict:9s} {b.name} ({time.perf_counter() - t0:.0f} s): {last}", flush=True)
             if passed:
                 bad.append(b.name)
-    print(f"{len(BREAKAGES) - len(bad)} of {len(BREAKAGES)} breakages caught")
+    print(f"{len(chosen) - len(bad)} of {len(chosen)} breakages caught")
     return 1 if bad else 0
 
 

@@ -3,7 +3,10 @@
 from .accounting import Accounting, bank_accounting, calibrate_sigma, combine_sigmas, epsilon, split_sigma
 from .backends import DenseBackend, FuncBackend, make_backend, stack_params
 from .policies import (
+    AdaClip,
+    DPSGDFClip,
     FixedClip,
+    GlobalAdaptClip,
     GroupEMAPercentileClip,
     GroupMeanRatioClip,
     GroupMeanRatioClipCode,
@@ -18,9 +21,12 @@ from .trainer import ALGORITHMS, TrainedBank, TrainSpec, model_generators, relea
 __all__ = [
     "ALGORITHMS",
     "Accounting",
+    "AdaClip",
+    "DPSGDFClip",
     "DenseBackend",
     "FixedClip",
     "FuncBackend",
+    "GlobalAdaptClip",
     "GroupEMAPercentileClip",
     "GroupMeanRatioClip",
     "GroupMeanRatioClipCode",

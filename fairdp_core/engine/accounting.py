@@ -17,6 +17,11 @@ clipped gradient sum, K per-group sums of per-sample gradients clipped at C0 (a 
 vector of norm ≤ C0; noise σ_s·C0 per coordinate) and K group counts (sensitivity 1, noise σ_b):
 
     σ_eff = (σ_g⁻² + σ_s⁻² + σ_b⁻²)^(-1/2),   σ_g = (σ_eff⁻² − σ_s⁻² − σ_b⁻²)^(-1/2).
+
+The rivals, each one Gaussian mechanism per step on the same batch: DPSGD-F releases a 2K count vector (above /
+at most C0 per group, sensitivity 1, noise σ_b) and DPSGD-Global-Adapt one count (samples above τ·Z, sensitivity
+1, noise σ_b): σ_eff = (σ_g⁻² + σ_b⁻²)^(-1/2). AdaClip releases a centred count Σ_i (b_i − ½) (sensitivity ½,
+noise σ_b, so noise multiplier 2σ_b): σ_eff = (σ_g⁻² + (2σ_b)⁻²)^(-1/2), Opacus's AdaClip split.
 """
 
 from __future__ import annotations
@@ -91,7 +96,8 @@ def split_sigma(sigma_eff: float, *sigma_stats: float) -> float:
         shown = ", ".join(f"{s:.4g}" for s in sigma_stats)
         raise ValueError(f"the statistics' noise ({shown}) must leave budget for the gradient at the calibrated "
                          f"σ_eff = {sigma_eff:.4g} (need Σ σ_j⁻² < σ_eff⁻²): raise train.dpsgd_s.sigma_b or "
-                         "train.dpsgd_s_paper.sigma_s / sigma_b")
+                         "train.dpsgd_s_paper.sigma_s / sigma_b (or the sigma_b of train.dpsgd_f, "
+                         "train.global_adapt, train.adaclip)")
     return rest ** -0.5
 
 

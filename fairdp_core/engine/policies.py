@@ -3,9 +3,13 @@
 A policy holds per-model, per-group clipping bounds ``[M, K]`` and, after each step, updates them from that
 step's per-sample norms. The trainer calls, every step:
 
-    factors = clip_factors(norms, groups, policy.bounds())      # pure, tested directly
+    policy.before_step(norms, groups, weights)                   # DPSGD-F: this batch's noised counts set its bounds
+    factors = policy.factors(norms, groups, policy.bounds())     # default clip_factors (pure, tested directly)
     noise std per model = policy.noise_std()                     # σ_g · max_k C_k (over ALL groups)
     policy.update(norms, groups, weights)                        # after the step; DP-SGD-S releases noised counts
+
+``bounds()`` is always the per-group L2 sensitivity bound: every factor keeps ‖factor · g_i‖ ≤ C_{g_i}, also for a
+policy with its own ``factors`` (DPSGD-Global-Adapt's strict scaling, whose bound is C for every group).
 
 The paper code's rule (:class:`GroupMeanRatioClip`, :class:`GroupMeanRatioClipCode`) also needs the per-group sums
 of per-sample gradients: a policy whose ``group_sums`` is "after" (or "before") gets them through
@@ -24,8 +28,11 @@ from collections.abc import Sequence
 import torch
 
 __all__ = [
+    "AdaClip",
     "ClipPolicy",
+    "DPSGDFClip",
     "FixedClip",
+    "GlobalAdaptClip",
     "GroupEMAPercentileClip",
     "GroupMeanRatioClip",
     "GroupMeanRatioClipCode",
@@ -68,11 +75,26 @@ class ClipPolicy:
             return torch.zeros(self.M, device=self.device)
         return self.sigma * self.bounds().amax(dim=1)
 
+    def before_step(self, norms: torch.Tensor, groups: torch.Tensor, weights: torch.Tensor) -> None:
+        """Called before the step's clipping (DPSGD-F releases this batch's noised counts and sets its bounds)."""
+        return None
+
+    def factors(self, norms: torch.Tensor, groups: torch.Tensor, bounds: torch.Tensor | None = None) -> torch.Tensor:
+        """[M, W] per-sample scale factors, each keeping ‖factor · g_i‖ ≤ C_{g_i}: min(1, C/‖g‖) by default."""
+        return clip_factors(norms, groups, self.bounds() if bounds is None else bounds)
+
     def update(self, norms: torch.Tensor, groups: torch.Tensor, weights: torch.Tensor) -> None:
         return None
 
     def state(self) -> dict[str, torch.Tensor]:
         return {"bounds": self.bounds().clone()}
+
+
+def _model_noise(gens: list[torch.Generator | None], shape: tuple[int, ...], device: torch.device) -> torch.Tensor:
+    """[M, *shape] standard normal draws, model m's from its own generator ``gens[m]``, drawn on its device."""
+    if any(g is None for g in gens):
+        raise RuntimeError("this policy was built without count generators: its caller noises the counts")
+    return torch.stack([torch.randn(*shape, generator=g, device=g.device) for g in gens]).to(device)
 
 
 class NoClip(ClipPolicy):
@@ -296,3 +318,215 @@ class GroupMeanRatioClipCode(ClipPolicy):
         ratio = norm_k.gather(1, last[:, None]) / torch.clamp(norm_k, min=1e-12)
         new = torch.clamp(self.c0 * torch.clamp(ratio, max=self.s), min=self.c_min)
         self._b = torch.where(present, new, self._b)
+
+
+class DPSGDFClip(ClipPolicy):
+    """DPSGD-F (Xu, Du, Wu, KDD 2021, "Removing disparate impact of differentially private stochastic gradient
+    descent on model accuracy", arXiv 2003.03699, Algorithm 1): group bounds scaled by each group's noisy share of
+    gradients above the base bound C0, set from the batch they clip.
+
+    Before each step's clipping, for each model, it releases the 2K count vector (m_0..m_{K-1}, o_0..o_{K-1}) of
+    that step's Poisson batch: the samples of group k with ‖g_i‖ > C0 (m_k) and with ‖g_i‖ ≤ C0 (o_k). Each sample
+    is in one cell, so the vector's L2 sensitivity under add/remove is 1; every cell gets N(0, σ_b²) from the
+    model's own ``count`` generator. From the release alone (post-processing), for ALL K groups:
+
+        m̃_k = max(trunc(m_k + z_k), 0),  õ_k = max(trunc(o_k + z'_k), 0),  b̃_k = m̃_k + õ_k,
+        a_k = m̃_k / b̃_k  (a_k = 1 where b̃_k = 0),      C_k = C0 · (1 + a_k / (mean_j a_j + 1e-8)),
+
+    so C_k ∈ [C0, (K + 1)·C0]: the group with the larger share of clipped gradients gets the larger bound. The
+    formula and the post-processing of the noised counts are those of the reference implementation the rivals'
+    paper ran (Esipova et al. 2023: layer6ai-labs/fair-dp, trainers/trainer.py,
+    ``DpsgdFTrainer.compute_clipping_bound_per_sample``; σ_b = 10 in its configs); this step's bounds clip this
+    step's batch, as in Algorithm 1.
+
+    DP-correct where the reference code is not: the gradient noise is σ_g · max over ALL K groups of C_k (the
+    reference takes the max over the bounds of the samples in the batch, so the noise scale reveals which groups
+    are present). Accounting: the counts are released first; given them the bounds are public and the clipped
+    gradient sum (sensitivity max_k C_k, noise σ_g · max_k C_k) is a Gaussian mechanism of multiplier σ_g whatever
+    the counts, so the step is the adaptive composition of two Gaussian mechanisms on one Poisson batch, i.e. one
+    of multiplier σ_eff = (σ_g⁻² + σ_b⁻²)^(-1/2) (Dong, Roth & Su 2019, GDP composition; Andrew et al. 2021,
+    Theorem 1, for the same pairing), which the accountant is charged. (The reference charges the counts and the
+    gradient as two separately composed mechanisms: valid, looser.) ``bounds()`` before the first step: 2·C0
+    (every a_k equal), never used to clip.
+    """
+
+    def __init__(self, M: int, K: int, sigma: float, *, clip: float, sigma_b: float,
+                 generators: list[torch.Generator | None], device: torch.device | str = "cpu") -> None:
+        super().__init__(M, K, sigma, device=device)
+        if clip <= 0:
+            raise ValueError(f"DPSGD-F needs a positive base bound C0, got {clip}")
+        if sigma_b <= 0:
+            raise ValueError("DPSGD-F needs σ_b > 0: its counts must be noised")
+        if len(generators) != M:
+            raise ValueError(f"need one count generator per model: got {len(generators)} for M = {M}")
+        self.c0, self.sigma_b, self.gens = float(clip), float(sigma_b), generators
+        self._b = torch.full((M, K), 2.0 * self.c0, device=self.device)
+        self.released = torch.zeros(M, 2 * K, device=self.device)  # the last step's noised counts (public)
+
+    def bounds(self) -> torch.Tensor:
+        return self._b
+
+    def counts(self, norms: torch.Tensor, groups: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
+        """[M, 2K]: exact (m_0..m_{K-1}, o_0..o_{K-1}), samples above / at most C0 per group, before noise."""
+        below = (norms <= self.c0).to(groups.dtype)
+        cell = groups + self.K * below  # m_k -> k, o_k -> K + k
+        return torch.zeros(self.M, 2 * self.K, device=norms.device).scatter_add_(1, cell, weights)
+
+    def count_noise(self) -> torch.Tensor:
+        """[M, 2K] N(0, σ_b²), each model's row from its own generator."""
+        return _model_noise(self.gens, (2 * self.K,), self.device) * self.sigma_b
+
+    def before_step(self, norms: torch.Tensor, groups: torch.Tensor, weights: torch.Tensor) -> None:
+        self.released = self.counts(norms, groups, weights) + self.count_noise()
+        self._b = self.bounds_from_release(self.released)
+
+    def bounds_from_release(self, released: torch.Tensor) -> torch.Tensor:
+        """[M, K] bounds from the released (noised) counts [M, 2K] only: post-processing."""
+        m = torch.clamp(torch.trunc(released[:, : self.K]), min=0.0)
+        o = torch.clamp(torch.trunc(released[:, self.K:]), min=0.0)
+        b = m + o
+        a = torch.where(b > 0, m / torch.clamp(b, min=1.0), torch.ones_like(m))
+        return self.c0 * (1.0 + a / (a.mean(dim=1, keepdim=True) + 1e-8))
+
+    def state(self) -> dict[str, torch.Tensor]:
+        return {"bounds": self.bounds().clone(), "released_counts": self.released.clone()}
+
+
+class _GlobalQuantile(ClipPolicy):
+    """A bound-like quantity T [M] (one per model) tracked privately with Andrew et al.'s geometric update from one
+    noised count per step, divided by the public expected batch size B; the count's noise is drawn from each
+    model's own ``count`` generator. Subclasses say what is counted and what T is."""
+
+    def __init__(self, M: int, K: int, sigma: float, *, init: float, sigma_b: float, gamma: float, eta: float,
+                 batch_size: int, generators: list[torch.Generator | None],
+                 device: torch.device | str = "cpu") -> None:
+        super().__init__(M, K, sigma, device=device)
+        if sigma_b <= 0:
+            raise ValueError(f"{type(self).__name__} needs σ_b > 0: its count must be noised")
+        if len(generators) != M:
+            raise ValueError(f"need one count generator per model: got {len(generators)} for M = {M}")
+        if init <= 0 or batch_size <= 0:
+            raise ValueError(f"the initial value and the batch size must be positive, got {init}, {batch_size}")
+        self.sigma_b, self.gamma, self.eta, self.B, self.gens = float(sigma_b), gamma, eta, float(batch_size), generators
+        self.T = torch.full((M,), float(init), device=self.device)
+        self.released = torch.zeros(M, device=self.device)  # the last step's noised count (public)
+
+    def count_noise(self) -> torch.Tensor:
+        """[M] N(0, σ_b²), each model's draw from its own generator."""
+        return _model_noise(self.gens, (1,), self.device)[:, 0] * self.sigma_b
+
+    def counts(self, norms: torch.Tensor, groups: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
+        raise NotImplementedError
+
+    def update(self, norms: torch.Tensor, groups: torch.Tensor, weights: torch.Tensor) -> None:
+        self.released = self.counts(norms, groups, weights) + self.count_noise()
+        self.T = self.update_from_release(self.T, self.released)
+
+    def update_from_release(self, T: torch.Tensor, released: torch.Tensor) -> torch.Tensor:
+        raise NotImplementedError
+
+
+class GlobalAdaptClip(_GlobalQuantile):
+    """DPSGD-Global-Adapt (Esipova, Ashari Ghomi, Luo, Cresswell, ICLR 2023, "Disparate impact in differential
+    privacy from gradient misalignment", §5): strict scaling of every per-sample gradient under an upper bound Z,
+    with Z tracked by a private quantile.
+
+    Factor, exactly the authors' code (layer6ai-labs/fair-dp, optimizers/dpsgd_global_adaptive_optimizer.py,
+    ``clip_and_accumulate``), with c_i = min(1, C / (‖g_i‖ + 1e-6)):
+
+        f_i = C / Z   if c_i ≥ C / Z,   else c_i,
+
+    i.e. f_i = C / max(Z, ‖g_i‖ + 1e-6) while Z ≥ C (every gradient below Z scaled by the same C/Z, so their
+    relative sizes, hence the direction of their sum, are kept; those above Z clipped to C), and plain clipping at
+    C when Z < C. Always ‖f_i g_i‖ ≤ C: ``bounds()`` is C for every group, the gradient noise σ_g · C.
+
+    Z after each step (authors' code, trainers/trainer.py, ``DpsgdGlobalAdaptiveTrainer._update_Z``): the released
+    count ã = #{i : ‖g_i‖ > τ·Z} + N(0, σ_b²) (L2 sensitivity 1, the model's own ``count`` generator), then
+    Z ← Z · exp(ã/B − η_Z), which is Andrew et al.'s geometric update Z ← Z·exp(−η(b̃ − γ)) with b̃ = 1 − ã/B,
+    η = 1 and γ = 1 − η_Z: the code's η_Z = 0.1 tracks the 90th percentile (γ = 0.9, η = 1, the defaults here).
+
+    DP-correct where the reference code is not: the code divides the noised count by the REALISED batch size, a
+    private quantity it does not release; here by the expected batch size B (public), as Andrew et al. (2021,
+    Algorithm 1) divide by the public m. The count and the gradient sum form one Gaussian mechanism per step,
+    σ_eff = (σ_g⁻² + σ_b⁻²)^(-1/2), which the accountant is charged (the code composes them separately: valid,
+    looser). Z is floored at 1e-6 only so that the geometric update can always move it. ``clip_stats`` counts
+    samples with ‖g_i‖ > C (all gradients are scaled, not only those).
+    """
+
+    def __init__(self, M: int, K: int, sigma: float, *, clip: float, z_init: float, threshold: float,
+                 sigma_b: float, gamma: float, eta: float, batch_size: int,
+                 generators: list[torch.Generator | None], device: torch.device | str = "cpu") -> None:
+        super().__init__(M, K, sigma, init=z_init, sigma_b=sigma_b, gamma=gamma, eta=eta, batch_size=batch_size,
+                         generators=generators, device=device)
+        if clip <= 0 or threshold <= 0:
+            raise ValueError(f"C and the threshold τ must be positive, got {clip}, {threshold}")
+        self.clip, self.threshold = float(clip), float(threshold)
+        self._b = torch.full((M, K), self.clip, device=self.device)
+
+    @property
+    def Z(self) -> torch.Tensor:
+        """[M] the tracked upper bounds."""
+        return self.T
+
+    def bounds(self) -> torch.Tensor:
+        return self._b
+
+    def factors(self, norms: torch.Tensor, groups: torch.Tensor, bounds: torch.Tensor | None = None) -> torch.Tensor:
+        c = torch.clamp(self.clip / (norms + 1e-6), max=1.0)
+        scale = (self.clip / self.T)[:, None]
+        return torch.where(c >= scale, scale, c)
+
+    def counts(self, norms: torch.Tensor, groups: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
+        """[M] exact number of the batch's samples with ‖g_i‖ > τ·Z, before noise."""
+        return ((norms > self.threshold * self.T[:, None]) * weights).sum(1)
+
+    def update_from_release(self, T: torch.Tensor, released: torch.Tensor) -> torch.Tensor:
+        """The new Z [M] from the old one and the released (noised) count [M] only: post-processing."""
+        return torch.clamp(quantile_update(T, 1.0 - released / self.B, eta=self.eta, gamma=self.gamma), min=1e-6)
+
+    def state(self) -> dict[str, torch.Tensor]:
+        return {"bounds": self.bounds().clone(), "upper_bounds": self.T.clone(), "released_counts": self.released.clone()}
+
+
+class AdaClip(_GlobalQuantile):
+    """AdaClip: one bound C for every group, tracked at quantile γ of the per-sample norms (Andrew, Thakkar,
+    McMahan & Ramaswamy 2021, "Differentially private learning with adaptive clipping", arXiv 1905.03871,
+    Algorithm 1 and Theorem 1), the rule of Opacus's ``AdaClipDPOptimizer`` (opacus/optimizers/adaclipoptimizer.py).
+
+    After each step, for each model, it releases the CENTRED count s̃ = Σ_i (b_i − ½) + N(0, σ_b²) with
+    b_i = 1[C / (‖g_i‖ + 1e-6) ≥ 1] (Opacus's "unclipped": clip factor 1). A record changes it by ±½: L2
+    sensitivity ½, noise multiplier 2σ_b, so the step is one Gaussian mechanism with σ_eff = (σ_g⁻² + (2σ_b)⁻²)^(-1/2)
+    (Theorem 1; Opacus's ``add_noise`` splits σ the same way). Then, from the release alone,
+
+        b̃ = s̃ / B + ½,      C ← min(C_max, max(C_min, C · exp(−η (b̃ − γ)))),
+
+    B the expected batch size (public). Opacus's ``update_max_grad_norm`` takes b̃ = (Σ_i b_i + noise) / |batch|
+    with the REALISED batch size, a private quantity: the two agree when |batch| = B (tested); this policy, and
+    :func:`fairdp_core.opacus_compat.make_private_adaclip`, use the public B.
+    """
+
+    def __init__(self, M: int, K: int, sigma: float, *, clip: float, sigma_b: float, gamma: float, eta: float,
+                 c_min: float, c_max: float, batch_size: int, generators: list[torch.Generator | None],
+                 device: torch.device | str = "cpu") -> None:
+        super().__init__(M, K, sigma, init=clip, sigma_b=sigma_b, gamma=gamma, eta=eta, batch_size=batch_size,
+                         generators=generators, device=device)
+        if not 0 < c_min < c_max:
+            raise ValueError(f"need 0 < C_min < C_max, got {c_min}, {c_max}")
+        self.c_min, self.c_max = float(c_min), float(c_max)
+        self.T = torch.clamp(self.T, min=self.c_min, max=self.c_max)
+
+    def bounds(self) -> torch.Tensor:
+        return self.T[:, None].expand(self.M, self.K)
+
+    def counts(self, norms: torch.Tensor, groups: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
+        """[M] exact centred count Σ_i (b_i − ½) over the batch's samples, before noise."""
+        unclipped = (self.T[:, None] / (norms + 1e-6) >= 1.0).to(weights.dtype)
+        return ((unclipped - 0.5) * weights).sum(1)
+
+    def update_from_release(self, T: torch.Tensor, released: torch.Tensor) -> torch.Tensor:
+        """The new C [M] from the old one and the released (noised) centred count [M] only: post-processing."""
+        frac = released / self.B + 0.5
+        return torch.clamp(quantile_update(T, frac, eta=self.eta, gamma=self.gamma), min=self.c_min, max=self.c_max)
+
+    def state(self) -> dict[str, torch.Tensor]:
+        return {"bounds": self.bounds().clone(), "released_counts": self.released.clone()}

@@ -1,5 +1,6 @@
 """Train a bank of M models at once: SGD, DP-SGD, DP-SGD-S, DP-SGD-S with the paper code's rule (DP-correct and
-as the code has it) and DP-SGD-S as first described.
+as the code has it), DP-SGD-S as first described, and the rival clipping rules DPSGD-F (Xu et al. 2021),
+DPSGD-Global-Adapt (Esipova et al. 2023) and AdaClip (Andrew et al. 2021), their statistics noised and accounted.
 
 Each model m trains on its own subset of the training pool (row m of a boolean membership matrix [M, n]) with
 its own random streams (initialisation, Poisson sampling, gradient noise, count noise), derived from one seed:
@@ -8,12 +9,14 @@ model m's result does not depend on which models train beside it. Initialisation
 hyperparameter of the TrainSpec, :func:`release_key`), so two releases never share noise: two models that differ
 only in ε, τ, γ or algorithm cannot be combined to cancel their step noise. ε is per model and per release.
 
-One step, for every model (STUDY.md §3): Poisson batch with rate q_m = B / n_m; per-sample gradients; factors
-from the policy's bounds (:func:`~fairdp_core.engine.policies.clip_factors`); clipped sum + N(0, (σ_g·max_k C_k)²);
-divided by the expected batch size B (never the realised one; an empty batch still gets noise and counts as a
-step); SGD update; then the policy updates its bounds (DP-SGD-S: from noised counts; the paper rule: from noised
-per-group gradient sums and counts). A diagnostic outside ε, never used in training: per model and group, how many
-per-sample gradients were clipped (``TrainedBank.clip_stats``).
+One step, for every model (STUDY.md §3): Poisson batch with rate q_m = B / n_m; per-sample gradients; the policy's
+release before clipping, if any (DPSGD-F: noised counts that set this batch's bounds); factors from the policy's
+bounds (:func:`~fairdp_core.engine.policies.clip_factors`, or the policy's own ``factors``: Global-Adapt's strict
+scaling); clipped sum + N(0, (σ_g·max_k C_k)²); divided by the expected batch size B (never the realised one; an
+empty batch still gets noise and counts as a step); SGD update; then the policy updates its bounds (DP-SGD-S,
+Global-Adapt, AdaClip: from noised counts; the paper rule: from noised per-group gradient sums and counts). A
+diagnostic outside ε, never used in training: per model and group, how many per-sample gradients were clipped
+(``TrainedBank.clip_stats``).
 """
 
 from __future__ import annotations
@@ -37,21 +40,25 @@ from ..models import build_model
 from .accounting import Accountant, Accounting, calibrate_sigma, epsilon, split_sigma
 from .backends import Backend, make_backend, stack_params
 from .policies import (
+    AdaClip,
     ClipPolicy,
+    DPSGDFClip,
     FixedClip,
+    GlobalAdaptClip,
     GroupEMAPercentileClip,
     GroupMeanRatioClip,
     GroupMeanRatioClipCode,
     GroupQuantileClip,
     NoClip,
-    clip_factors,
 )
 from .sampling import PoissonBank
 
 __all__ = ["ALGORITHMS", "Algorithm", "TrainSpec", "TrainedBank", "model_generators", "release_key", "train_bank"]
 
-Algorithm = Literal["sgd", "dpsgd", "dpsgd_s", "dpsgd_s_paper", "dpsgd_s_paper_code", "dpsgd_s_nonprivate"]
-ALGORITHMS: tuple[str, ...] = ("sgd", "dpsgd", "dpsgd_s", "dpsgd_s_paper", "dpsgd_s_paper_code", "dpsgd_s_nonprivate")
+Algorithm = Literal["sgd", "dpsgd", "dpsgd_s", "dpsgd_s_paper", "dpsgd_s_paper_code", "dpsgd_s_nonprivate",
+                    "dpsgd_f", "global_adapt", "adaclip"]
+ALGORITHMS: tuple[str, ...] = ("sgd", "dpsgd", "dpsgd_s", "dpsgd_s_paper", "dpsgd_s_paper_code", "dpsgd_s_nonprivate",
+                               "dpsgd_f", "global_adapt", "adaclip")
 
 
 @dataclass(frozen=True)
@@ -65,6 +72,12 @@ class TrainSpec:
     The non-private variant uses ``ema_momentum`` and ``percentile``. The paper code's rule: base bound ``clip``
     (C0), ``ratio_cap`` (s), ``sigma_s`` (noise multiplier of the group sums; None: √10·σ_eff, a tenth of the
     step's σ⁻² budget), ``sigma_b`` (group counts; None: B/20), ``c_min``, ``count_floor``.
+
+    The rivals reuse these fields. DPSGD-F: ``clip`` (C0), ``sigma_b`` (its 2K counts). DPSGD-Global-Adapt:
+    ``clip`` (C), ``q_init`` (Z's initial value, one number), ``tau`` (the threshold τ: counts ‖g‖ > τ·Z),
+    ``gamma`` and ``eta_q`` (Z's quantile update), ``sigma_b`` (its count). AdaClip: ``clip`` (initial C),
+    ``gamma``, ``eta_q``, ``sigma_b`` (std of its centred count: noise multiplier 2σ_b), ``c_min`` and ``q_max``
+    (C's public floor and cap). ``sigma_b`` None: B/20 for each.
     """
 
     algorithm: Algorithm
@@ -254,6 +267,11 @@ def _sigmas(spec: TrainSpec, q: float, steps: int) -> tuple[float, float | None,
         # None: √10·σ_eff, a public function of public quantities (the sums take a tenth of the σ⁻² budget)
         sigma_s = spec.sigma_s if spec.sigma_s is not None else math.sqrt(10.0) * sigma_eff
         return split_sigma(sigma_eff, sigma_s, sigma_b), sigma_b, sigma_s, sigma_eff
+    if spec.algorithm in ("dpsgd_f", "global_adapt", "adaclip"):
+        # the counts' noise multiplier (noise std / L2 sensitivity): DPSGD-F's 2K counts and Global-Adapt's one count
+        # have sensitivity 1 (σ_b); AdaClip's centred count has sensitivity 1/2 (2σ_b; Andrew et al., Theorem 1)
+        count_multiplier = 2.0 * sigma_b if spec.algorithm == "adaclip" else sigma_b
+        return split_sigma(sigma_eff, count_multiplier), sigma_b, None, sigma_eff
     return sigma_eff, None, None, sigma_eff
 
 
@@ -273,6 +291,19 @@ def _policy(spec, M, K, sigma_g, sigma_b, sigma_s, gens, device) -> ClipPolicy:
     if spec.algorithm == "dpsgd_s_paper_code":
         return GroupMeanRatioClipCode(M, K, sigma_g, clip=spec.clip, ratio_cap=spec.ratio_cap, c_min=spec.c_min,
                                       device=device)
+    if spec.algorithm == "dpsgd_f":
+        return DPSGDFClip(M, K, sigma_g, clip=spec.clip, sigma_b=sigma_b, generators=[g["count"] for g in gens],
+                          device=device)
+    if spec.algorithm == "global_adapt":
+        if not isinstance(spec.q_init, (int, float)):
+            raise ValueError("global_adapt takes one q_init (Z's initial value)")
+        return GlobalAdaptClip(M, K, sigma_g, clip=spec.clip, z_init=spec.q_init, threshold=spec.tau,
+                               sigma_b=sigma_b, gamma=spec.gamma, eta=spec.eta_q, batch_size=spec.batch_size,
+                               generators=[g["count"] for g in gens], device=device)
+    if spec.algorithm == "adaclip":
+        return AdaClip(M, K, sigma_g, clip=spec.clip, sigma_b=sigma_b, gamma=spec.gamma, eta=spec.eta_q,
+                       c_min=spec.c_min, c_max=spec.q_max, batch_size=spec.batch_size,
+                       generators=[g["count"] for g in gens], device=device)
     if not isinstance(spec.q_init, (int, float)):
         raise ValueError("dpsgd_s_nonprivate takes one q_init for every group")
     return GroupEMAPercentileClip(M, K, sigma_g, tau=spec.tau, c_min=spec.c_min, init=spec.q_init,
@@ -289,6 +320,13 @@ def _public_assumptions(spec: TrainSpec) -> tuple[str, ...]:
         out.append("the constants τ, γ, η_Q, σ_b, C_min, Q_init, Q_max and the count floor (no per-group size n_k)")
     if spec.algorithm == "dpsgd_s_paper":
         out.append("the constants C0, s, σ_s, σ_b, C_min and the count floor (no per-group size n_k)")
+    if spec.algorithm == "dpsgd_f":
+        out.append("the constants C0 and σ_b (no per-group size n_k)")
+    if spec.algorithm == "global_adapt":
+        out.append("the constants C, Z_init, τ, γ, η and σ_b, and the expected batch size B (never the realised one)")
+    if spec.algorithm == "adaclip":
+        out.append("the constants C_init, γ, η, σ_b (the centred count's std; noise multiplier 2σ_b), C_min and "
+                   "C_max, and the expected batch size B (never the realised one)")
     return tuple(out)
 
 
@@ -378,8 +416,9 @@ def train_bank(X: np.ndarray, y: np.ndarray, group: np.ndarray, membership: np.n
                 norms, ctx = backend.per_sample(params, xb, yb, x_sq=x_sq_all.index_select(0, flat).view(idx.shape))
                 if policy.group_sums == "before":
                     policy.observe_sums(group_sums(ctx, norms, gb, w), gb, w)
+                policy.before_step(norms, gb, w)
                 bounds = policy.bounds()
-                factors = clip_factors(norms, gb, bounds) * w
+                factors = policy.factors(norms, gb, bounds) * w
                 seen.scatter_add_(1, gb, w.double())
                 clipped.scatter_add_(1, gb, ((norms > bounds.gather(1, gb)) * w).double())
                 grads = backend.clipped_sum(ctx, factors)

@@ -43,8 +43,8 @@ def train_plan(params: Params, name: str) -> dict[str, object]:
     spec = {"algorithm": run.algorithm, "model": run.model, **pick}
     if run.model == "mlp":
         spec["hidden"] = t.hidden
-    if run.algorithm not in ("dpsgd", "dpsgd_s_paper", "dpsgd_s_paper_code"):  # the fixed bound, or the rule's C0
-        spec.pop("clip")
+    if run.algorithm not in ("dpsgd", "dpsgd_s_paper", "dpsgd_s_paper_code", "dpsgd_f", "global_adapt", "adaclip"):
+        spec.pop("clip")  # used: the fixed bound, the rules' C0, Global-Adapt's C, AdaClip's initial C
     if run.algorithm != "sgd":
         spec.update(target_epsilon=run.epsilon, delta=t.delta, accountant=t.accountant)
     if run.algorithm in ("dpsgd_s", "dpsgd_s_nonprivate"):
@@ -60,6 +60,15 @@ def train_plan(params: Params, name: str) -> dict[str, object]:
                     count_floor=pr.count_floor)
     if run.algorithm == "dpsgd_s_paper_code":
         spec.update(ratio_cap=pr.ratio_cap, c_min=pr.c_min)
+    # the rivals, on the engine's TrainSpec fields (see engine.trainer.TrainSpec)
+    if run.algorithm == "dpsgd_f":
+        spec.update(sigma_b=t.dpsgd_f.sigma_b)
+    if run.algorithm == "global_adapt":
+        ga = t.global_adapt
+        spec.update(q_init=ga.z_init, tau=ga.threshold, gamma=ga.gamma, eta_q=ga.eta, sigma_b=ga.sigma_b)
+    if run.algorithm == "adaclip":
+        ac = t.adaclip
+        spec.update(gamma=ac.gamma, eta_q=ac.eta, sigma_b=ac.sigma_b, c_min=ac.c_min, q_max=ac.c_max)
     looa = None
     if name in params.audit.looa.runs:
         la = params.audit.looa
