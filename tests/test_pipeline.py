@@ -51,7 +51,7 @@ def test_profiles_are_valid(project, profile):
     if profile == "paper":
         assert p.audit.R == 200 and p.train.epochs == 20 and p.train.batch_size == 256 and p.train.lr == 0.1
         assert p.audit.m == "all" and p.train.clip == 5.0 and "law_paper" in p.data.datasets
-        assert sum(1 for r in p.runs.values() if r.dataset == "adult") == 16 * (1 + 4 * 2)
+        assert sum(1 for r in p.runs.values() if r.dataset == "adult") == 16 * (1 + 7 * 2)
     if profile in ("pilot", "pilot_law"):
         assert p.audit.m == "all" and p.audit.R == 50 and len(p.runs) == 8 * 4
     if profile == "pilot_mnist_cnn":
