@@ -158,3 +158,25 @@ def test_agreement_intervals_hold_their_coverage(scale):
     assert hit_d / N >= 0.93, (scale, hit_d / N)
     if scale == 0.3:
         assert hit_nt / N < 0.93, hit_nt / N
+
+
+def test_pilot_blocks_give_each_pilot_its_own_verdict_and_paper_values():
+    """The stored power pilots (reports/paper/pilot*.json) render one block each, with the paper's values for the
+    pilot's own dataset (Law: 0.59 → 0.41 pp), the verdict rule of the claims table (claim_verdict: the t interval
+    and the sign-flip test must agree) and no SD borrowed from another dataset. Hand check for Law (8 seeds):
+    quantile rule − DP-SGD = +0.18 pp [+0.01, +0.35], sign-flip p = 0.047 < 0.05: contradicted."""
+    from fairdp_core.reporting import _pilot_block, claim_verdict
+
+    root = Path(__file__).resolve().parents[1] / "reports" / "paper"
+    law = json.loads((root / "pilot_law.json").read_text())
+    cfg = law["configs"]["law_paper-lr-e10"]
+    d = cfg["paired"]["delta_pp"]
+    assert d["n_seeds"] == 8 and d["lo"] > 0 and d["p_sign_flip"] < 0.05
+    assert claim_verdict(d)[0] == "contradicted"
+    block = _pilot_block(law)
+    assert "Law (paper's task) · LR, ε = 10" in block and "0.59 → 0.41" in block and "<b>contradicted</b>" in block
+    assert "Male − Female" not in block and "Only Adult was piloted" not in block
+    # the seeds line names the pilot's own effect only (Law's −0.18 pp), not Adult's or MNIST's
+    assert "law-lr (-0.18 pp)" in block and "adult-lr (" not in block
+    adult = _pilot_block(json.loads((root / "pilot.json").read_text()))
+    assert "0.27 → 0.17" in adult and "law-lr (" not in adult

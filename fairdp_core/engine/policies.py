@@ -343,10 +343,16 @@ class DPSGDFClip(ClipPolicy):
     reference takes the max over the bounds of the samples in the batch, so the noise scale reveals which groups
     are present). Accounting: the counts are released first; given them the bounds are public and the clipped
     gradient sum (sensitivity max_k C_k, noise σ_g · max_k C_k) is a Gaussian mechanism of multiplier σ_g whatever
-    the counts, so the step is the adaptive composition of two Gaussian mechanisms on one Poisson batch, i.e. one
-    of multiplier σ_eff = (σ_g⁻² + σ_b⁻²)^(-1/2) (Dong, Roth & Su 2019, GDP composition; Andrew et al. 2021,
-    Theorem 1, for the same pairing), which the accountant is charged. (The reference charges the counts and the
-    gradient as two separately composed mechanisms: valid, looser.) ``bounds()`` before the first step: 2·C0
+    the counts. The step is charged as ONE subsampled Gaussian of multiplier σ_eff = (σ_g⁻² + σ_b⁻²)^(-1/2). Why
+    that holds although the second release adapts to the first on the same Poisson batch: for a fixed batch, with
+    one record added, the privacy-loss likelihood ratio is L = L1(ỹ)·L2(ỹ, W), where L1 (the counts) is log-normal
+    with log-variance ≤ σ_b⁻² and, given the counts ỹ, L2 (the gradient, scaled by its public noise) is log-normal
+    with log-variance ≤ σ_g⁻², independent of ỹ under the null. Rényi and hockey-stick divergences are E[f(L)] for
+    convex f, and mean-one log-normals grow in convex order with their variance, so E[f(L)] is at most its value
+    for N(0, 1) against N(μ, 1) with μ² = σ_b⁻² + σ_g⁻²; this passes to the Poisson mixture over the rest of the
+    batch, so the subsampled-Gaussian accountant at σ_eff and q bounds the step (the same pairing as Andrew et al.
+    2021, Theorem 1, there across steps). (The reference charges the counts and the gradient as two separately
+    composed mechanisms: valid, looser.) ``bounds()`` before the first step: 2·C0
     (every a_k equal), never used to clip.
     """
 
