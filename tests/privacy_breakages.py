@@ -152,6 +152,12 @@ BREAKAGES = (
              "released = count + noise", "released = count"),
     Breakage("Global-Adapt optimizer: counts of virtual steps not accumulated", "fairdp_core/opacus_compat.py",
              "self._count = self._count + self._rule.counts(", "self._count = self._rule.counts("),
+    Breakage("Global-Adapt optimizer: Z's update divides by the realised batch size", "fairdp_core/opacus_compat.py",
+             "self._count = self._count + self._rule.counts(",
+             "self._rule.B = len(norms) + (self._rule.B if self._is_last_step_skipped else 0)  # the logical batch's\n"
+             "        self._count = self._count + self._rule.counts("),
+    Breakage("Global-Adapt optimizer: count not reset after its release", "fairdp_core/opacus_compat.py",
+             "count, self._count = self._count, torch.zeros_like(self._count)", "count = self._count"),
     Breakage("AdaClip optimizer: its update divides by the realised batch size", "fairdp_core/opacus_compat.py",
              "self.released = torch.as_tensor(self.unclipped_num - self.sample_size / 2.0,",
              "self.released = torch.as_tensor((self.unclipped_num - self.sample_size / 2.0) * "
@@ -159,6 +165,9 @@ BREAKAGES = (
     Breakage("AdaClip optimizer: counts of virtual steps dropped (Opacus's zero_grad)", "fairdp_core/opacus_compat.py",
              "if keep:\n            self.sample_size, self.unclipped_num = sample_size, unclipped",
              "if False:\n            self.sample_size, self.unclipped_num = sample_size, unclipped"),
+    Breakage("AdaClip optimizer: counts kept across real steps (not reset after a step's release)",
+             "fairdp_core/opacus_compat.py",
+             "keep = self._is_last_step_skipped  #", "keep = True  #"),
     Breakage("tune-clip: exponential mechanism at twice its scale", "fairdp_core/clip_tuning.py",
              "logits = epsilon_q * u / 2.0", "logits = epsilon_q * u"),
     Breakage("tune-clip: the quantile release not composed into ε", "fairdp_core/clip_tuning.py",

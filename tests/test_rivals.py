@@ -564,6 +564,96 @@ def test_adaclip_optimizer_is_opacus_with_the_engines_update(monkeypatch):
     assert float(opt.released) == pytest.approx(exact + recorded[-1], abs=1e-4)
 
 
+def _recording_noise(monkeypatch, module) -> list[float]:
+    """Record every scalar draw (a count's noise) of ``module._generate_noise``, in order; the draws are unchanged."""
+    recorded = []
+    original = module._generate_noise
+
+    def recording(*, std, reference, generator, secure_mode=False):
+        out = original(std=std, reference=reference, generator=generator, secure_mode=secure_mode)
+        if reference.dim() == 0:
+            recorded.append(float(out))
+        return out
+
+    monkeypatch.setattr(module, "_generate_noise", recording)
+    return recorded
+
+
+def test_global_adapt_optimizer_moves_z_by_the_public_expected_batch_size(monkeypatch):
+    """A realised batch of 20 with expected batch size B = 40 (as AdaClip's B = 25 case): the released count is the
+    exact count plus the recorded draw of Opacus's ``_generate_noise`` (generator seed 5, σ_b = 4), and Z moves by
+    the engine's rule with the public B = 40 applied to that release, not with the realised 20 (a private
+    quantity: the reference code's division, which gives another Z here)."""
+    import copy
+
+    recorded = _recording_noise(monkeypatch, opacus_compat)
+    mod, x, y, _ = _gsm_batch()
+    gsm = GradSampleModule(copy.deepcopy(mod))
+    opt = GlobalAdaptOptimizer(torch.optim.SGD(gsm.parameters(), lr=1.0), noise_multiplier=1.0, sigma_b=4.0,
+                               expected_batch_size=40, clip=1.0, z_init=2.0, generator=torch.Generator().manual_seed(5))
+    nn.functional.cross_entropy(gsm(x), y).backward()
+    opt.pre_step()
+    norms, _ = make_backend(mod).per_sample(stack_params([mod]), x[None], y[None])
+    zeros = torch.zeros(1, 20, dtype=torch.int64)
+    rule = {B: GlobalAdaptClip(1, 1, 0.0, clip=1.0, z_init=2.0, threshold=1.0, sigma_b=4.0, gamma=0.9, eta=1.0,
+                               batch_size=B, generators=[None]) for B in (40, 20)}
+    exact = rule[40].counts(norms, zeros, torch.ones(1, 20))[0]
+    assert len(recorded) == 1 and recorded[0] != 0 and 0 < float(exact) < 20
+    torch.testing.assert_close(opt.released, exact + recorded[0])
+    want = rule[40].update_from_release(torch.tensor([2.0]), opt.released.reshape(1))
+    realised = rule[20].update_from_release(torch.tensor([2.0]), opt.released.reshape(1))
+    torch.testing.assert_close(opt.Z.reshape(1), want)
+    assert float(want[0]) != pytest.approx(float(realised[0]), rel=1e-3)  # the test tells the two apart
+
+
+@pytest.mark.parametrize("rule", ["global_adapt", "adaclip"])
+def test_opacus_rival_optimizers_release_each_logical_steps_own_count(rule, monkeypatch):
+    """Two logical steps (pre_step, zero_grad, pre_step) on two different batches of 20 (B = 20), generator seed 6:
+    each release is THAT step's exact count (the engine rule's, at the bound the step used) plus its own recorded
+    draw of Opacus's ``_generate_noise``; the second is not the sum over both steps (the first step's count is
+    nonzero, so a count kept across real steps would show). The bound after each step is the engine rule applied
+    to that step's release."""
+    import copy
+
+    import opacus.optimizers.adaclipoptimizer as ada
+
+    recorded = _recording_noise(monkeypatch, opacus_compat if rule == "global_adapt" else ada)
+    mod, x, y, _ = _gsm_batch()
+    g2 = torch.Generator().manual_seed(9)
+    x2, y2 = torch.randn(20, 5, generator=g2) * 3, torch.randint(0, 2, (20,), generator=g2)
+    gsm = GradSampleModule(copy.deepcopy(mod))
+    sgd, gen = torch.optim.SGD(gsm.parameters(), lr=1.0), torch.Generator().manual_seed(6)
+    zeros, ones = torch.zeros(1, 20, dtype=torch.int64), torch.ones(1, 20)
+    if rule == "global_adapt":
+        opt = GlobalAdaptOptimizer(sgd, noise_multiplier=1.0, sigma_b=4.0, expected_batch_size=20, clip=1.0,
+                                   z_init=2.0, generator=gen)
+        engine = GlobalAdaptClip(1, 1, 0.0, clip=1.0, z_init=2.0, threshold=1.0, sigma_b=4.0, gamma=0.9, eta=1.0,
+                                 batch_size=20, generators=[None])
+        bound = lambda: opt.Z.reshape(1)  # noqa: E731
+    else:
+        opt = AdaClipOptimizer(sgd, noise_multiplier=1.0, target_unclipped_quantile=0.5, clipbound_learning_rate=0.2,
+                               max_clipbound=100.0, min_clipbound=0.01, unclipped_num_std=3.0, max_grad_norm=1.5,
+                               expected_batch_size=20, generator=gen)
+        engine = AdaClip(1, 1, 0.0, clip=1.5, sigma_b=3.0, gamma=0.5, eta=0.2, c_min=0.01, c_max=100.0,
+                         batch_size=20, generators=[None])
+        bound = lambda: torch.tensor([float(opt.max_grad_norm)])  # noqa: E731
+    exacts = []
+    for step, (xb, yb) in enumerate([(x, y), (x2, y2)]):
+        opt.zero_grad()
+        before = bound()
+        nn.functional.cross_entropy(gsm(xb), yb).backward()
+        opt.pre_step()
+        engine.T = before.clone()  # the bound this step clipped and counted with
+        norms, _ = make_backend(mod).per_sample(stack_params([mod]), xb[None], yb[None])
+        exact = engine.counts(norms, zeros, ones)[0]
+        exacts.append(float(exact))
+        assert len(recorded) == step + 1 and recorded[-1] != 0
+        assert float(opt.released) == pytest.approx(float(exact) + recorded[-1], abs=1e-4)
+        torch.testing.assert_close(bound(), engine.update_from_release(before, opt.released.reshape(1)))
+    assert exacts[0] != 0  # a count kept across the steps would add it to the second release
+    assert float(opt.released) != pytest.approx(sum(exacts) + recorded[-1], abs=1e-2)
+
+
 # --------------------------------------------------------------------------------------- config, plan, reports
 
 def test_plans_carry_the_rivals_published_defaults():
