@@ -16,6 +16,9 @@
     fairdp coverage [--studies N] [--attacks | --leveling --lowfpr --skew]
                                         coverage of the audit's intervals by simulation, reports/coverage/
     fairdp tune --dataset D [--lr ...]  lr/epochs/clip/γ on a validation split (tuning outside ε), reports/tuning/
+    fairdp clip-study [--datasets D...] [--seeds S] [--epsilon E]
+                                        DP-SGD at the profile's C vs at a DP median C (its ε charged): Δ, accuracy,
+                                        reports/tuning/clip_study.{json,md}
     fairdp report NOTEBOOK              run notebooks/<NOTEBOOK>.py with papermill, render reports/<NOTEBOOK>.html
     fairdp index                        write reports/index.html (main table) and reports/metrics.json
     fairdp paper-snapshot               keep the paper-profile Adult numbers for the index page
@@ -385,6 +388,22 @@ def _cmd_tune_clip(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_clip_study(args: argparse.Namespace) -> int:
+    import torch
+
+    from .clip_study import clip_study, write_clip_study
+
+    params = load_params(args.params)
+    torch.set_num_threads(args.threads or params.train.threads)
+    res = clip_study(params, args.datasets, seeds=args.seeds, epsilon=args.epsilon, epsilon_q=args.epsilon_quantile,
+                     progress=not args.quiet)
+    js, md = write_clip_study(res, args.out)
+    for s in res["datasets"]:
+        print(f"{s['dataset']}: {s['verdict']}")
+    print(f"fairdp clip-study: wrote {md} and {js} ({res['seconds']:.0f} s)")
+    return 0
+
+
 def _cmd_check_reports(args: argparse.Namespace) -> int:
     from .report_checks import MAX_HEIGHT_PX, check_reports, page_heights
 
@@ -506,6 +525,17 @@ def main(argv: list[str] | None = None) -> int:
     tc.add_argument("--epsilon", type=float, default=10.0, help="total ε of the quantile and training (default 10)")
     tc.add_argument("--out", default=None, help="JSON (default: reports/tuning/clip-<dataset>-<model>.json)")
     tc.set_defaults(func=_cmd_tune_clip)
+    cs = sub.add_parser("clip-study", help="does a per-dataset C change Δ? DP-SGD at the profile's C vs at the DP "
+                        "median of the gradient norms (its ε charged), paired over seeds (reports/tuning/clip_study.*)")
+    cs.add_argument("--datasets", nargs="+", default=["adult", "law_paper", "compas", "credit"],
+                    help="prepared datasets of params.yaml (default: adult law_paper compas credit)")
+    cs.add_argument("--seeds", type=int, default=4, help="seeds 0..S-1 (default 4; at least 2)")
+    cs.add_argument("--epsilon", type=float, default=10.0, help="total ε of each arm (default 10)")
+    cs.add_argument("--epsilon-quantile", type=float, default=0.1, help="ε of arm B's quantile release (default 0.1)")
+    cs.add_argument("--out", default="reports/tuning", help="directory of clip_study.json and clip_study.md")
+    cs.add_argument("--threads", type=int, default=None, help="torch threads (default: train.threads)")
+    cs.add_argument("--quiet", action="store_true", help="no progress bar")
+    cs.set_defaults(func=_cmd_clip_study)
     ck = sub.add_parser("check-reports", help="read the rendered reports like a reader: stderr, machine paths, nan "
                         "cells, uncaptioned tables, unreferenced figures, colours (--heights: page heights)")
     ck.add_argument("reports", nargs="?", default="reports")
@@ -516,7 +546,7 @@ def main(argv: list[str] | None = None) -> int:
     if extra and args.command != "tune":  # only `tune` passes its own options on
         parser.error(f"unrecognized arguments: {' '.join(extra)}")
     args.extra = extra
-    if argv is None and args.command in ("audit", "train", "tune"):
+    if argv is None and args.command in ("audit", "train", "tune", "clip-study"):
         from .stages import reexec_with_malloc_env
 
         reexec_with_malloc_env("fairdp_core.cli", sys.argv[1:])
