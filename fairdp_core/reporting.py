@@ -380,7 +380,9 @@ REPORT_TITLES = {"group_gpr": "Group privacy risk", "audit_comparison": "Audit c
                  "quickstart": "Quickstart for Opacus users"}
 REPORT_QUESTIONS = {
     "group_gpr": "Which groups does membership inference hit hardest, under SGD, DP-SGD and DP-SGD-S, on every "
-                 "dataset and ε? Δ against ε, accuracy against Δ, and which groups DP-SGD-S made safer or riskier.",
+                 "dataset and ε? Δ against ε, accuracy against Δ, which groups DP-SGD-S made safer or riskier, and "
+                 "each rule (DP-SGD-S's variants and its rivals DPSGD-F, DPSGD-Global-Adapt, AdaClip) against "
+                 "DP-SGD, paired by seed.",
     "audit_comparison": "Does PA-ALOOA agree with PA-LOOA, and is it stricter than PA-GA, PA-GBA and LiRA? Δ and GPR "
                         "by attack with each attack's null floor, and the estimators' bias under no leakage.",
     "dpsgd_s_sweep": "How do DP-SGD-S's τ and γ move Δ and accuracy against DP-SGD at the same ε (3 seeds, no "
@@ -388,8 +390,8 @@ REPORT_QUESTIONS = {
     "outcome_fairness": "Does DP-SGD-S trade privacy fairness for outcome fairness? Accuracy parity, demographic "
                         "parity, equal opportunity and equalized odds per dataset and ε.",
     "quickstart": "How do I use this in my own Opacus loop? DP-SGD with make_private, ε from the accountant, the "
-                  "clipping bound chosen privately, then DP-SGD-S with make_private_dpsgd_s (MNIST, run in the "
-                  "pipeline).",
+                  "clipping bound chosen privately, then DP-SGD-S with make_private_dpsgd_s and its rivals DPSGD-F, "
+                  "DPSGD-Global-Adapt and AdaClip (MNIST, run in the pipeline).",
 }
 _INDEX_CSS = """body{font-family:system-ui,sans-serif;max-width:1320px;margin:1.5em auto;color:#222;line-height:1.4}
 td,th{border-bottom:1px solid #ddd;padding:2px 6px;font-size:13px;vertical-align:top;text-align:left}

@@ -184,7 +184,8 @@ if len(paired):
                                                                    "acc_diff": "accuracy diff (pp)"}),
           "Each rule − DP-SGD, paired by seed: Δ (pp) with its 95% t interval (per row), the exact sign-flip p, the "
           f"smallest p the seed count allows (below 6 seeds no result can reach p < 0.05) and p Holm-adjusted over the "
-          f"{len(paired)} rows, and test accuracy (pp) with its t interval", "{:.2f}")
+          f"{len(paired)} rows, and test accuracy (pp) with its t interval", "{:.2f}", csv="paired_rules",
+          rows=len(paired))
 else:
     display(Markdown("Fewer than two seeds per setting in this profile: no paired comparison over seeds."))
 
@@ -209,8 +210,8 @@ if len(dp):
 rivals = paired[paired.algorithm.isin(["dpsgd_f", "global_adapt", "adaclip"])] if len(paired) else paired
 if len(rivals):
     lines.append("- DP-SGD-S's rivals against DP-SGD (paired by seed, point estimates): " + "; ".join(
-        f"{rule} lowers Δ in {int((r.mean_diff < 0).sum())} of {len(r)} settings and costs "
-        f"{-r.acc_diff.mean():+.2f} pp of accuracy on average" for rule, r in rivals.groupby("rule", sort=False))
+        f"{rule} lowers Δ in {int((r.mean_diff < 0).sum())} of {len(r)} settings and changes accuracy by "
+        f"{r.acc_diff.mean():+.2f} pp on average" for rule, r in rivals.groupby("rule", sort=False))
         + f"; {int((rivals.p_holm < alpha).sum())} of {len(rivals)} differences of Δ are significant after Holm.")
 if len(level):
     s0 = level[level.seed == level.seed.min()]
