@@ -83,7 +83,7 @@ if len(images):
          "below 0 whose interval covers 0 is consistent with no leakage.")
 table(gpr.assign(eps_label=gpr["epsilon"].map(results.eps_label))[
     ["setting", "eps_label", "label", "group", "seeds", "gpr_pp", "lo_pp", "hi_pp"]].rename(columns={"label": "algorithm"}),
-    "GPR per group (pp) with its 95% interval over records × model pairs, mean over the seeds", csv="gpr_by_group")
+    "GPR per group (pp) with its 95% interval over records × model pairs, mean over the seeds", csv="gpr_by_group", rows=6)
 
 # %% [markdown]
 # ## Δ against ε
@@ -150,7 +150,7 @@ if len(level):
                  "p_holm", "verdict"]].rename(columns={"gpr_a_pick_pp": "GPR under DP-SGD (pp)"}),
           "Per group: GPR under DP-SGD (first half of the records) and its change under DP-SGD-S (pp, second half), "
           f"95% interval over records and model pairs (per row, unadjusted); the verdict uses the t test's p, "
-          f"Holm-adjusted over all {len(level)} rows", csv="leveling")
+          f"Holm-adjusted over all {len(level)} rows", csv="leveling", rows=6)
 else:
     display(Markdown("No DP-SGD / DP-SGD-S pair in this profile."))
 
@@ -184,8 +184,7 @@ if len(paired):
                                                                    "acc_diff": "accuracy diff (pp)"}),
           "Each rule − DP-SGD, paired by seed: Δ (pp) with its 95% t interval (per row), the exact sign-flip p, the "
           f"smallest p the seed count allows (below 6 seeds no result can reach p < 0.05) and p Holm-adjusted over the "
-          f"{len(paired)} rows, and test accuracy (pp) with its t interval", "{:.2f}", csv="paired_rules",
-          rows=len(paired))
+          f"{len(paired)} rows, and test accuracy (pp) with its t interval", "{:.2f}", csv="paired_rules")
 else:
     display(Markdown("Fewer than two seeds per setting in this profile: no paired comparison over seeds."))
 
