@@ -594,7 +594,7 @@ def claim_verdict(d: dict | None, *, alpha: float = 0.05) -> tuple[str, float | 
     # normality alone (one degree of freedom at 2 seeds), and no power statement is made
     p_min = d.get("p_min", 1.0 if n < 2 else None)
     can_reject = n >= 2 and (p_min is None or p_min < alpha)
-    p = d.get("p_sign_flip")
+    p = d.get("p_holm", d.get("p_sign_flip"))  # Holm over the rules compared with one DP-SGD arm, when given
     decidable = can_reject and p is not None and p < alpha
     sd = d.get("sd")
     mde = (minimal_detectable_effect(float(sd), n) if can_reject and sd is not None and np.isfinite(sd) else None)
@@ -603,6 +603,16 @@ def claim_verdict(d: dict | None, *, alpha: float = 0.05) -> tuple[str, float | 
     if decidable and d["hi"] < 0:
         return "reproduced (direction)", mde
     return "inconclusive", mde
+
+
+def holm_over_rules(by_rule: dict[str, dict | None]) -> dict[str, dict | None]:
+    """The rules' paired differences of Δ against ONE DP-SGD arm (same source), each with ``p_holm``: its exact
+    sign-flip p Holm-adjusted over the rules that have one (three rules share the DP-SGD arm: three tests)."""
+    from .audit.stats import holm
+
+    have = [r for r, d in by_rule.items() if d and d.get("p_sign_flip") is not None]
+    adj = dict(zip(have, holm([by_rule[r]["p_sign_flip"] for r in have]))) if have else {}
+    return {r: ({**d, "p_holm": float(adj[r])} if d and r in adj else d) for r, d in by_rule.items()}
 
 
 # Pilots stored before the profile-merge fix ran Adult at lr 0.5, not the paper's 0.1: kept for the record (their
@@ -637,8 +647,12 @@ def _claim_evidence(params: Params, df: pd.DataFrame | None = None) -> list[dict
                     res = cfg.get("paired_rules", {}).get(rule) or (cfg.get("paired") if rule == "dpsgd_s" else None)
                     evidence.append((f"pilot: {short}", STALE_PILOT_MARK in p["design"], rule,
                                      {**res, "dataset": ds} if res else None))
+        adjusted = {}
+        for source in dict.fromkeys(e[0] for e in evidence):
+            adjusted.update({(source, r): d for r, d in holm_over_rules(
+                {rule: (c or {}).get("delta_pp") for src, _, rule, c in evidence if src == source}).items()})
         for source, stale, rule, c in evidence:
-            d = (c or {}).get("delta_pp")
+            d = adjusted.get((source, rule))
             if d is None:
                 continue
             verdict, mde = claim_verdict(d)
@@ -675,8 +689,10 @@ def _claims_section(params: Params, evidence: list[dict] | None = None) -> str:
     return ("<h2 id='verdicts'>The paper's claims: verdicts</h2><p>Claim: at ε = 10, DP-SGD-S lowers the group "
             "disparity Δ against DP-SGD, at a small accuracy cost. Each row pairs a DP-SGD-S rule with DP-SGD over the "
             "same seeds (same audit designs and sampling streams): the mean difference of the cross-fitted Δ in pp "
-            "with its 95% t interval over seeds and the exact sign-flip p. <b>Contradicted</b>: the interval lies "
-            "above 0 and the sign-flip test rejects; <b>reproduced (direction)</b>: both below 0; "
+            "with its 95% t interval over seeds and the exact sign-flip p. The three rules are compared with the same "
+            "DP-SGD arm, so a source's three p-values are Holm-adjusted before any verdict. <b>Contradicted</b>: "
+            "the interval lies above 0 and the Holm-adjusted sign-flip test rejects; <b>reproduced (direction)</b>: "
+            "both below 0; "
             "<b>inconclusive</b>: otherwise, and always with fewer than 6 seeds (the sign-flip test cannot go below "
             "2/2^S); with 6 or more, the smallest effect these seeds would detect with 80% power. The pilot rows at "
             "lr 0.5 ran at the wrong lr (a profile-merge bug, see the pilot blocks below) and are kept for the "
@@ -735,6 +751,9 @@ def _direction(e: dict) -> str:
     if e["mde"] is None:
         return f"{size}: <b>inconclusive</b> (too few seeds to test)"
     fits = d.get("lo") is not None and d["lo"] <= e["effect"] <= d["hi"]
+    if d.get("lo") is not None and (d["lo"] > 0 or d["hi"] < 0) and "p_holm" in d:  # the interval alone excludes 0
+        return (f"{size}, but the sign-flip p is {d['p_holm']:.3f} once Holm-adjusted over the three rules that share "
+                "the DP-SGD arm: <b>inconclusive</b>")
     return (f"no change detected, {size}: <b>inconclusive</b>"
             + (f"; the interval holds the paper's {e['effect']:+.2f} pp: consistent with it, not a confirmation"
                if fits else ""))
@@ -871,7 +890,8 @@ def _findings_box(params: Params, evidence: list[dict], df: pd.DataFrame, agg: p
         f"<table><caption>Δ(DP-SGD-S) − Δ(DP-SGD) at ε = 10 (cross-fitted, pp; mean over paired seeds, 95% t "
         f"interval), per DP-SGD-S rule the evidence with the most seeds at the paper's training settings (the "
         f"lr-0.5 pilots are listed under <a href='#verdicts'>every source</a>); a verdict needs ≥ 6 seeds and the "
-        f"exact sign-flip test</caption><tr><th>claim</th><th>paper</th>{head}</tr>{''.join(delta_rows)}</table>"
+        f"exact sign-flip test, its p Holm-adjusted over the three rules that share the DP-SGD arm</caption><tr><th>"
+        f"claim</th><th>paper</th>{head}</tr>{''.join(delta_rows)}</table>"
         f"<table><caption>Its accuracy cost: accuracy(DP-SGD-S) − accuracy(DP-SGD) in pp on the same evidence"
         f"</caption><tr><th>claim</th><th>paper</th>{head}</tr>{''.join(acc_rows)}</table>"
         + ("" if not audit_rows else
@@ -912,7 +932,8 @@ def _pilot_block(pilot: dict) -> str:
                          f"[{d['lo']:+.2f}, {d['hi']:+.2f}] over {d['n_seeds']} paired seeds (SD {d['sd']:.2f}; exact "
                          f"sign-flip p = {d['p_sign_flip']:.3f}, smallest possible {d['p_min']:.4f}); minimal detectable "
                          f"effect (80% power, α = 0.05) {d['mde_80']:.2f} pp.</li>")
-        d = c["paired"].get("delta_pp")
+        d = holm_over_rules({r: x.get("delta_pp") for r, x in c.get("paired_rules", {}).items()}).get("dpsgd_s") \
+            or c["paired"].get("delta_pp")
         if d:
             verdict, mde = claim_verdict(d)
             paper = ("" if not ref else f" (the paper: {ref['dpsgd']['delta_pp']:.2f} → "
@@ -922,7 +943,8 @@ def _pilot_block(pilot: dict) -> str:
                     "reproduced (direction)": f"<b>reproduced in direction</b>: DP-SGD-S lowered Δ by "
                                               f"{d['mean_diff']:+.2f} pp [{d['lo']:+.2f}, {d['hi']:+.2f}]{paper}"}.get(
                 verdict, f"<b>inconclusive</b>: {d['mean_diff']:+.2f} pp [{d['lo']:+.2f}, {d['hi']:+.2f}] holds 0 or "
-                         f"the sign-flip test does not reject (p = {d['p_sign_flip']:.3f}){paper}"
+                         f"the sign-flip test does not reject (p = {d['p_sign_flip']:.3f}"
+                         + (f", Holm-adjusted over the rules {d['p_holm']:.3f}" if "p_holm" in d else "") + f"){paper}"
                          + (f"; the minimal detectable effect with these seeds is {mde:.2f} pp" if mde else ""))
             items.insert(0, f"<li>Verdict on the paper's claim for {cfg} (at this pilot's design, not 2R = 400): "
                             f"{text}.</li>")
