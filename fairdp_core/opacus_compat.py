@@ -59,7 +59,20 @@ def _norms(grad_samples: list[torch.Tensor]) -> torch.Tensor:
     return torch.stack([g.reshape(len(g), -1).norm(2, dim=-1) for g in grad_samples], 1).norm(2, dim=1)
 
 
-class DPSGDSOptimizer(DPOptimizer):
+class _GroupBounds:
+    """What the group-aware optimizers share: the engine rule's bounds for the one model, and the batch's groups."""
+
+    @property
+    def bounds(self) -> torch.Tensor:
+        """[K] the current clipping bounds C_k (the engine rule's, from the released statistics alone)."""
+        return self._rule.bounds()[0]
+
+    def set_groups(self, groups: torch.Tensor) -> None:
+        """Group label (0..K-1) of every sample in the (physical) batch about to be stepped, [B]."""
+        self._groups = torch.as_tensor(groups, dtype=torch.int64)
+
+
+class DPSGDSOptimizer(_GroupBounds, DPOptimizer):
     """DP-SGD-S as an Opacus optimizer. ``noise_multiplier`` is σ_eff (the accountant's); ``n_groups`` is K.
 
     After each step ``released`` [2K] holds the noised counts that were released (public), and ``Q`` [K] the
@@ -97,14 +110,6 @@ class DPSGDSOptimizer(DPOptimizer):
     def Q(self, value: torch.Tensor) -> None:
         self._rule.Q = torch.as_tensor(value, dtype=torch.float32, device=self._rule.device).reshape(1, -1).clone()
 
-    @property
-    def bounds(self) -> torch.Tensor:
-        """[K] current clipping bounds C_k."""
-        return self._rule.bounds()[0]
-
-    def set_groups(self, groups: torch.Tensor) -> None:
-        """Group label (0..K-1) of every sample in the (physical) batch about to be stepped, [B]."""
-        self._groups = torch.as_tensor(groups, dtype=torch.int64)
 
     def clip_and_accumulate(self) -> None:
         if self._groups is None:
@@ -173,7 +178,7 @@ def make_private_dpsgd_s(privacy_engine, *, module, optimizer, data_loader, nois
                                      **dpsgd_s_kwargs))
 
 
-class DPSGDFOptimizer(DPOptimizer):
+class DPSGDFOptimizer(_GroupBounds, DPOptimizer):
     """DPSGD-F (Xu et al. 2021) as an Opacus optimizer: the rule is :class:`fairdp_core.engine.DPSGDFClip`'s
     (formula, sources and privacy argument there). ``noise_multiplier`` is σ_eff (the accountant's); σ_g =
     (σ_eff⁻² − σ_b⁻²)^(-1/2); ``clip`` is C0; ``n_groups`` is K.
@@ -201,14 +206,6 @@ class DPSGDFOptimizer(DPOptimizer):
         self._groups: torch.Tensor | None = None
         self.released = torch.zeros(2 * n_groups, device=device)
 
-    @property
-    def bounds(self) -> torch.Tensor:
-        """[K] the clipping bounds C_k of the last step (2·C0 before the first)."""
-        return self._rule.bounds()[0]
-
-    def set_groups(self, groups: torch.Tensor) -> None:
-        """Group label (0..K-1) of every sample in the batch about to be stepped, [B]."""
-        self._groups = torch.as_tensor(groups, dtype=torch.int64)
 
     def clip_and_accumulate(self) -> None:
         if self._groups is None:
