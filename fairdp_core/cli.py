@@ -519,7 +519,7 @@ def main(argv: list[str] | None = None) -> int:
     tc = sub.add_parser("tune-clip", help="DP-SGD's clipping bound as a DP quantile of the per-sample gradient "
                         "norms, its ε composed with training")
     tc.add_argument("--dataset", required=True, help="a prepared dataset of params.yaml")
-    tc.add_argument("--model", default="lr", choices=["lr", "mlp", "cnn"])
+    tc.add_argument("--model", default="lr", choices=["lr", "mlp", "cnn", "cnn_relu"])
     tc.add_argument("--quantile", type=float, default=0.5, help="the percentile as a fraction (default 0.5)")
     tc.add_argument("--epsilon-quantile", type=float, default=0.1, help="ε of the quantile release (default 0.1)")
     tc.add_argument("--epsilon", type=float, default=10.0, help="total ε of the quantile and training (default 10)")

@@ -59,8 +59,11 @@ PositiveInt = Annotated[int, Field(gt=0)]
 class DatasetOptions(_Strict):
     """Per-dataset preparation (STUDY.md §2). ``group``: the group attribute (None: the dataset's default);
     ``group_as_feature``: keep it as a model input; ``test_fraction``: held-out share where the dataset has no
-    official test file; ``train_size`` / ``test_size``: stratified (group × label) subsets, None for all."""
+    official test file; ``train_size`` / ``test_size``: stratified (group × label) subsets, None for all.
+    ``source``: for a variant under a name of its own (e.g. ``adult_blind: {source: adult, group_as_feature:
+    false}``), the study dataset it is prepared from; its records and split are the source's (same seed stream)."""
 
+    source: str | None = None
     group: str | None = None
     group_as_feature: bool = True
     test_fraction: Fraction = 0.2
@@ -87,18 +90,23 @@ class DataConfig(_Strict):
         from .data.names import DATASET_GROUPS
 
         for name, opts in self.datasets.items():
-            if name not in DATASET_GROUPS:
-                raise ValueError(f"datasets.{name}: unknown dataset; known: {', '.join(DATASET_GROUPS)}")
-            if opts.group is not None and opts.group not in DATASET_GROUPS[name]:
+            if opts.source is not None and opts.source not in DATASET_GROUPS:
+                raise ValueError(f"datasets.{name}.source: unknown dataset {opts.source!r}; "
+                                 f"known: {', '.join(DATASET_GROUPS)}")
+            if opts.source is None and name not in DATASET_GROUPS:
+                raise ValueError(f"datasets.{name}: unknown dataset; known: {', '.join(DATASET_GROUPS)} (a variant "
+                                 "under a name of its own names its dataset with `source`)")
+            base = opts.source or name
+            if opts.group is not None and opts.group not in DATASET_GROUPS[base]:
                 raise ValueError(f"datasets.{name}.group: unknown group attribute {opts.group!r}; "
-                                 f"known: {', '.join(DATASET_GROUPS[name])}")
+                                 f"known: {', '.join(DATASET_GROUPS[base])}")
         return self
 
 
 Positive = Annotated[float, Field(gt=0.0)]
 Algorithm = Literal["sgd", "dpsgd", "dpsgd_s", "dpsgd_s_paper", "dpsgd_s_paper_code", "dpsgd_s_nonprivate",
                     "dpsgd_f", "global_adapt", "adaclip"]
-ModelName = Literal["lr", "mlp", "cnn"]
+ModelName = Literal["lr", "mlp", "cnn", "cnn_relu"]
 
 
 class DpsgdSConfig(_Strict):
@@ -264,6 +272,54 @@ class ReportConfig(_Strict):
     timeout_s: PositiveInt = 1800
 
 
+class AttributeInferenceConfig(_Strict):
+    """Attribute inference of the group attribute (issue 13) on the runs of ``datasets`` whose algorithm is in
+    ``beyond.algorithms``: lowest loss where the attribute is a model input, a meta-classifier on the model's outputs
+    (fitted on the test split) where it is not (a variant with ``group_as_feature: false``)."""
+
+    datasets: list[str] = Field(default_factory=list)
+
+
+class InversionConfig(_Strict):
+    """Model inversion (issue 13) of the image runs of ``datasets`` (algorithm in ``beyond.algorithms``): the first
+    ``models`` models of each bank, ``restarts`` starting points per class, Adam (``lr``) for ``steps`` on
+    log p_c − ``tv``·TV − ``l2``·mean(x²). The evaluators (the dataset's CNN, trained without privacy on 80% of the
+    test split, checked on the other 20%) train ``evaluator_epochs`` at ``evaluator_lr``."""
+
+    datasets: list[str] = Field(default_factory=list)
+    models: PositiveInt = 4
+    restarts: PositiveInt = 2
+    steps: PositiveInt = 300
+    lr: Positive = 0.05
+    tv: Annotated[float, Field(ge=0.0)] = 0.05
+    l2: Annotated[float, Field(ge=0.0)] = 0.01
+    evaluator_epochs: Positive = 10.0
+    evaluator_lr: Positive = 0.1
+
+
+class UtilityConfig(_Strict):
+    """Test accuracy of ``model`` on ``dataset``'s whole training split, non-private and DP-SGD at ``epsilon`` (δ, the
+    accountant and the sampling as ``train``), over ``seeds`` (issue 13: the DP-SGD material's MNIST CNN at ε = 2)."""
+
+    dataset: str
+    model: ModelName = "cnn_relu"
+    epsilon: Positive = 2.0
+    seeds: PositiveInt = 3
+    epochs: Positive = 10.0
+    batch_size: PositiveInt = 256
+    lr: Positive = 0.5
+    clip: Positive = 1.0
+
+
+class BeyondConfig(_Strict):
+    """Risks beyond membership (issue 13; STUDY.md §5b), on the banks the membership audit trains."""
+
+    algorithms: list[Algorithm] = Field(default_factory=lambda: ["sgd", "dpsgd"])
+    attribute: AttributeInferenceConfig = Field(default_factory=AttributeInferenceConfig)
+    inversion: InversionConfig = Field(default_factory=InversionConfig)
+    utility: list[UtilityConfig] = Field(default_factory=list)
+
+
 class RunSpec(_Strict):
     """One audited configuration (generated from ``grid`` and ``sweep`` by ``fairdp grid --write``)."""
 
@@ -324,6 +380,7 @@ class Params(_Strict):
     grid: list[GridEntry] = Field(default_factory=list)
     sweep: SweepConfig | None = None
     report: ReportConfig = Field(default_factory=ReportConfig)
+    beyond: BeyondConfig = Field(default_factory=BeyondConfig)
     runs: dict[str, RunSpec] = Field(default_factory=dict)
     designs: dict[str, dict[str, Any]] = Field(default_factory=dict)
     base_dir: Path = Field(default=Path("."), exclude=True)
@@ -342,6 +399,12 @@ class Params(_Strict):
                                                                                        get_args(Algorithm)):
                 raise ValueError(f"train.overrides.{key}: expected '<dataset>-<model>' or "
                                  "'<dataset>-<model>-<algorithm>' of a configured dataset")
+        b = self.beyond
+        for key, names in (("attribute", b.attribute.datasets), ("inversion", b.inversion.datasets),
+                           ("utility", [u.dataset for u in b.utility])):
+            for ds in names:
+                if ds not in self.data.datasets:
+                    raise ValueError(f"beyond.{key}: dataset {ds!r} is not configured under data.datasets")
         for name in self.audit.looa.runs:
             if name not in self.runs:
                 raise ValueError(f"audit.looa.runs: {name!r} is not one of the runs")

@@ -26,14 +26,18 @@ __all__ = [
     "ALGORITHM_COLORS",
     "ATTACK_COLORS",
     "ATTACK_LABELS",
+    "attribute_gap_grid",
     "delta_by_attack",
     "delta_vs_epsilon",
     "estimator_distributions",
     "fairness_grid",
     "gpr_grid",
+    "inversion_class_grid",
     "leveling_grid",
     "looa_vs_alooa",
     "pareto",
+    "reconstruction_grid",
+    "risk_vs_epsilon",
     "sweep_lines",
 ]
 
@@ -66,18 +70,29 @@ GROUP_COLORS = ["#332288", "#DDAA33", "#44AA99", "#CC6677", "#88CCEE", "#882255"
                 "#661100"]
 
 
+# the training of a bank in the beyond-membership report: SGD in its algorithm colour, each ε its own
+EPSILON_COLORS = {"ε = 10": "#332288", "ε = 2": "#44AA99", "ε = 1": "#CC6677", "ε = 0.1": "#DDCC77"}
+
+
 def _color(label: str) -> str:
-    """The fixed colour of an algorithm or attack label (a label outside both maps gets a fixed colour by name)."""
+    """The fixed colour of an algorithm, attack or ε label (any other label gets a fixed colour by name)."""
     if label in ALGORITHM_COLORS:
         return ALGORITHM_COLORS[label]
+    if label in EPSILON_COLORS:
+        return EPSILON_COLORS[label]
     if label in ATTACK_COLORS:
         return ATTACK_COLORS[label]
     return _OTHER[sum(map(ord, label)) % len(_OTHER)]
 
 
-def _tag(fig: plt.Figure, labels) -> plt.Figure:
-    fig.fairdp_colors = {str(lab): _color(str(lab)) for lab in labels}
+def _tag(fig: plt.Figure, labels, palette: dict[str, str] | None = None) -> plt.Figure:
+    fig.fairdp_colors = {str(lab): (palette or {}).get(str(lab), _color(str(lab))) for lab in labels}
     return fig
+
+
+def _palette(labels) -> dict[str, str]:
+    """Distinct colours for labels that are neither algorithms nor ε (groups, settings), in their order."""
+    return {str(lab): GROUP_COLORS[i % len(GROUP_COLORS)] for i, lab in enumerate(labels)}
 
 
 def _grid(n_rows: int, n_cols: int, *, w: float = 4.6, h: float = 2.8, sharey: bool | str = False):
@@ -85,8 +100,9 @@ def _grid(n_rows: int, n_cols: int, *, w: float = 4.6, h: float = 2.8, sharey: b
     return fig, axes
 
 
-def _legend_below(fig, labels, *, names=None, title: str | None = None, markers: bool = False) -> None:
-    handles = [plt.Line2D([], [], color="black" if lab.startswith("—") else _color(lab),
+def _legend_below(fig, labels, *, names=None, title: str | None = None, markers: bool = False,
+                  palette: dict[str, str] | None = None) -> None:
+    handles = [plt.Line2D([], [], color="black" if lab.startswith("—") else (palette or {}).get(lab, _color(lab)),
                           marker="" if lab.startswith("—") else "o" if markers else "s",
                           ls="-" if markers or lab.startswith("—") else "", lw=2, markersize=8) for lab in labels]
     fig.legend(handles, names or [lab.removeprefix("— ") for lab in labels], loc="lower center",
@@ -102,7 +118,7 @@ def _finish(fig, n_legend_rows: int = 1) -> None:
 
 
 def _bars(ax, sub: pd.DataFrame, x: str, hue: str, y: str, lo: str | None, hi: str | None, x_order, hue_order,
-          *, floor: str | None = None) -> None:
+          *, floor: str | None = None, palette: dict[str, str] | None = None) -> None:
     """Grouped bars with CI whiskers; a dot at every bar's value (a zero bar shows; a missing one shows nothing);
     ``floor``: a black tick at each bar's null floor."""
     n = max(len(hue_order), 1)
@@ -114,7 +130,7 @@ def _bars(ax, sub: pd.DataFrame, x: str, hue: str, y: str, lo: str | None, hi: s
                 continue
             r = row.iloc[0]
             xpos = i - 0.4 + width * (j + 0.5)
-            c = _color(str(h))
+            c = (palette or {}).get(str(h), _color(str(h)))
             ax.bar(xpos, r[y], width=width * 0.92, color=c, alpha=0.85)
             ax.plot([xpos], [r[y]], marker="o", ms=3, color="black", zorder=3)
             if lo and hi and np.isfinite(r[lo]) and np.isfinite(r[hi]):
@@ -389,3 +405,118 @@ def looa_vs_alooa(df: pd.DataFrame, *, title: str = "") -> plt.Figure:
     ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1), frameon=False)
     fig.tight_layout()
     return _tag(fig, [])
+
+
+# ------------------------------------------------------------------------------------ beyond membership (issue 13)
+
+RISK_ORDER = ("membership", "attribute inference", "model inversion")
+
+
+def risk_vs_epsilon(df: pd.DataFrame, *, source: dict[str, tuple[float, float]] | None = None,
+                    title: str = "") -> plt.Figure:
+    """Attack success (%) without DP and at each ε, one panel per risk, one line per setting (95% intervals); a
+    dotted grey line at each chance level; ``source``: risk -> (without DP, with DP at ε = 2), drawn as black
+    diamonds. ``df``: risk, setting, x (ordered categories, e.g. 'SGD', 'ε = 10', ...), success, success_lo,
+    success_hi, chance (fractions)."""
+    risks = [r for r in RISK_ORDER if r in set(df["risk"])]
+    xs = list(dict.fromkeys(df["x"]))
+    fig, axes = _grid(1, max(len(risks), 1), w=4.4, h=3.0, sharey=True)
+    settings = list(dict.fromkeys(df["setting"]))
+    palette = _palette(settings)
+    for ax, risk in zip(axes[0], risks):
+        sub = df[df.risk == risk]
+        for k, s in enumerate(settings):
+            d = sub[sub.setting == s].set_index("x").reindex([x for x in xs if x in set(sub[sub.setting == s]["x"])])
+            if not len(d):
+                continue
+            pos = np.array([xs.index(x) for x in d.index]) + (k - (len(settings) - 1) / 2) * 0.06
+            ax.errorbar(pos, 100 * d["success"], yerr=[100 * (d["success"] - d["success_lo"]).clip(lower=0),
+                                                       100 * (d["success_hi"] - d["success"]).clip(lower=0)],
+                        color=palette[s], marker="o", ms=4, lw=1.4, capsize=2)
+            ax.axhline(100 * d["chance"].iloc[0], color="grey", ls=":", lw=0.9)
+        if source and risk.split()[0] in {k.split()[0] for k in source}:
+            no_dp, dp = next(v for k, v in source.items() if k.split()[0] == risk.split()[0])
+            for x, v in (("SGD", no_dp), ("ε = 2", dp)):
+                if x in xs:
+                    ax.plot([xs.index(x)], [v], marker="D", color="black", ms=7, mfc="none", mew=1.5, ls="")
+        ax.set_xticks(np.arange(len(xs)), xs, fontsize=9)
+        ax.set_title(risk, fontsize=10)
+    axes[0, 0].set_ylabel("attack success (%)", fontsize=9)
+    if title:
+        fig.suptitle(title)
+    labels = settings + (["— source (image models)"] if source else [])
+    _legend_below(fig, labels, markers=True, palette=palette)
+    _finish(fig, n_legend_rows=int(np.ceil(len(labels) / 4)))
+    return _tag(fig, settings, palette)
+
+
+def _setting_bars(df: pd.DataFrame, x: str, hue: str, y: str, lo: str, hi: str, *, ylabel: str, title: str = "",
+                  n_cols: int = 3, w: float = 4.6, h: float = 2.6) -> plt.Figure:
+    """Grouped bars of ``y`` per ``x`` and ``hue`` with 95% whiskers, one panel per ``setting``; legend below. A
+    categorical column keeps its categories' order; ``hue`` labels that are neither algorithms nor ε get distinct
+    colours in their order."""
+    def order(col):
+        present = set(df[col])
+        cats = df[col].cat.categories if isinstance(df[col].dtype, pd.CategoricalDtype) else dict.fromkeys(df[col])
+        return [v for v in cats if v in present]
+
+    settings, hues = list(dict.fromkeys(df["setting"])), order(hue)
+    palette = {str(v): _color(str(v)) if str(v) in ALGORITHM_COLORS or str(v) in EPSILON_COLORS else None
+               for v in hues}
+    palette.update({k: c for k, c in _palette([k for k, v in palette.items() if v is None]).items()})
+    n_cols = min(n_cols, max(len(settings), 1))
+    n_rows = int(np.ceil(len(settings) / n_cols))
+    fig, axes = _grid(n_rows, n_cols, w=w, h=h)
+    for k, s in enumerate(settings):
+        ax = axes[k // n_cols, k % n_cols]
+        sub = df[df.setting == s]
+        _bars(ax, sub, x, hue, y, lo, hi, [v for v in order(x) if v in set(sub[x])],
+              [v for v in hues if v in set(sub[hue])], palette=palette)
+        ax.set_title(s, fontsize=10)
+        ax.set_ylabel(ylabel if k % n_cols == 0 else "", fontsize=9)
+    for k in range(len(settings), n_rows * n_cols):
+        axes[k // n_cols, k % n_cols].set_axis_off()
+    if title:
+        fig.suptitle(title)
+    _legend_below(fig, [str(v) for v in hues], palette=palette)
+    _finish(fig, n_legend_rows=int(np.ceil(len(hues) / 4)))
+    return _tag(fig, [str(v) for v in hues], palette)
+
+
+def attribute_gap_grid(df: pd.DataFrame, *, title: str = "") -> plt.Figure:
+    """Attribute inference: success on members − non-members (pp, 95% interval) per training (x: SGD, each ε) and
+    group (bars); one panel per setting. ``df``: setting, x, group, gap_pp, lo_pp, hi_pp."""
+    return _setting_bars(df, "x", "group", "gap_pp", "lo_pp", "hi_pp", ylabel="members − non-members (pp)",
+                         title=title)
+
+
+def inversion_class_grid(df: pd.DataFrame, *, title: str = "") -> plt.Figure:
+    """Model inversion: the evaluator's accuracy on each class's reconstructions (%, 95% interval over model pairs)
+    per class (x) and training (bars: SGD, each ε); one panel per setting. ``df``: setting, class, x, success_pct,
+    lo_pct, hi_pct."""
+    return _setting_bars(df, "class", "x", "success_pct", "lo_pct", "hi_pct", ylabel="evaluator accuracy (%)",
+                         title=title, n_cols=3, w=5.2)
+
+
+def reconstruction_grid(images: dict[str, np.ndarray], class_names, *, title: str = "") -> plt.Figure:
+    """Reconstructions: one row per label (e.g. 'SGD', 'DP-SGD ε = 1'), one column per class; ``images[label]`` is
+    [C, channels, H, W] in [0, 1]."""
+    labels = list(images)
+    C = len(class_names)
+    fig, axes = plt.subplots(len(labels), C, figsize=(0.8 * C + 1.6, 0.82 * len(labels) + 0.45), squeeze=False)
+    for i, lab in enumerate(labels):
+        for c in range(C):
+            ax = axes[i, c]
+            img = np.asarray(images[lab][c], dtype=np.float32)
+            ax.imshow(img[0] if img.shape[0] == 1 else img.transpose(1, 2, 0), cmap="gray", vmin=0, vmax=1)
+            ax.set_xticks([])
+            ax.set_yticks([])
+            if i == 0:
+                ax.set_title(str(class_names[c]), fontsize=9)
+            if c == 0:
+                ax.set_ylabel(lab, fontsize=8, rotation=0, ha="right", va="center")
+    if title:
+        fig.suptitle(title, fontsize=10)
+    fig.tight_layout()
+    fig.fairdp_colors = {}
+    return fig

@@ -42,17 +42,18 @@ def frames(results_dir: str | os.PathLike, runs: dict[str, dict]):
     return summaries, results.run_table(summaries, runs), results.group_table(summaries, runs)
 
 
-def eps_panels(df: pd.DataFrame) -> pd.DataFrame:
+def eps_panels(df: pd.DataFrame, *, min_dp: int = 2) -> pd.DataFrame:
     """The rows of ``df`` (with ``setting``, ``epsilon``, ``label``) arranged for small multiples: one copy per
     setting and ε of the grid, with ``eps_label``, the non-private rows (ε NaN) repeated in every ε of their setting
-    as the reference. An ε where a setting has fewer than two DP algorithms (a sweep's DP-SGD baseline) is no panel."""
+    as the reference. An ε where a setting has fewer than ``min_dp`` DP algorithms (a sweep's DP-SGD baseline, with
+    the default 2) is no panel."""
     from .results import eps_label
 
     panels = []
     for _, g in df.groupby("setting", sort=False):
         for e in sorted(g["epsilon"].dropna().unique()):
             sub = g[(g.epsilon == e) | g.epsilon.isna()]
-            if sub[sub.epsilon.notna()]["label"].nunique() >= 2:
+            if sub[sub.epsilon.notna()]["label"].nunique() >= min_dp:
                 panels.append(sub.assign(eps_label=eps_label(e)))
     return pd.concat(panels) if panels else df.iloc[0:0].assign(eps_label=[])
 

@@ -45,7 +45,7 @@ __all__ = [
     "seeds_for_power",
 ]
 
-NOTEBOOKS = ("audit_comparison", "dpsgd_s_sweep", "group_gpr", "outcome_fairness", "quickstart")
+NOTEBOOKS = ("audit_comparison", "dpsgd_s_sweep", "group_gpr", "outcome_fairness", "quickstart", "beyond_membership")
 
 # The reference paper's reported examples (STUDY.md §1; Δ in pp of attack advantage, mean over 5 seeds).
 PAPER_REPORTED = {
@@ -106,6 +106,8 @@ def notebook_parameters(params: Params, name: str) -> dict[str, object]:
         "group_gpr": {"seed": params.seed},
         "outcome_fairness": {"n_boot": min(params.audit.n_boot, 500), "seed": params.seed},
         # MNIST images for the Opacus quickstart: 5,000, or the prepared training set when smaller (smoke)
+        "beyond_membership": {"beyond_dir": str(params.resolve("results/beyond")), "seed": params.seed,
+                              "beyond": params.beyond.model_dump()},
         "quickstart": {"seed": params.seed, "epsilon_target": 10.0,
                        "n_train": min(5000, (params.data.datasets["mnist"].train_size or 5000)
                                       if "mnist" in params.data.datasets else 5000)},
@@ -377,7 +379,7 @@ def _num(x, digits=2, unit=""):
 
 REPORT_TITLES = {"group_gpr": "Group privacy risk", "audit_comparison": "Audit comparison",
                  "dpsgd_s_sweep": "DP-SGD-S sweep (τ, γ)", "outcome_fairness": "Outcome fairness",
-                 "quickstart": "Quickstart for Opacus users"}
+                 "quickstart": "Quickstart for Opacus users", "beyond_membership": "Beyond membership"}
 REPORT_QUESTIONS = {
     "group_gpr": "Which groups does membership inference hit hardest, under SGD, DP-SGD and DP-SGD-S, on every "
                  "dataset and ε? Δ against ε, accuracy against Δ, which groups DP-SGD-S made safer or riskier, and "
@@ -392,6 +394,9 @@ REPORT_QUESTIONS = {
     "quickstart": "How do I use this in my own Opacus loop? DP-SGD with make_private, ε from the accountant, the "
                   "clipping bound chosen privately, then DP-SGD-S with make_private_dpsgd_s and its rivals DPSGD-F, "
                   "DPSGD-Global-Adapt and AdaClip (MNIST, run in the pipeline).",
+    "beyond_membership": "Does DP-SGD also protect against attribute inference and model inversion, and do these "
+                         "risks, like membership, fall unequally on groups? Success and advantage per group, members "
+                         "against non-members, SGD against DP-SGD at ε = 1, 2, 10; DP-SGD's utility on MNIST at ε = 2.",
 }
 _INDEX_CSS = """body{font-family:system-ui,sans-serif;max-width:1320px;margin:1.5em auto;color:#222;line-height:1.4}
 td,th{border-bottom:1px solid #ddd;padding:2px 6px;font-size:13px;vertical-align:top;text-align:left}

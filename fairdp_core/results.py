@@ -17,8 +17,9 @@ ALGORITHM_LABELS = {"sgd": "SGD", "dpsgd": "DP-SGD", "dpsgd_s": "DP-SGD-S",
                     "dpsgd_s_nonprivate": "DP-SGD-S (non-private stats)",
                     "dpsgd_f": "DPSGD-F", "global_adapt": "DPSGD-Global-Adapt", "adaclip": "AdaClip"}
 DATASET_LABELS = {"adult": "Adult", "bank": "Bank", "credit": "Credit", "law": "Law", "law_paper": "Law (paper's task)",
-                  "compas": "COMPAS", "mnist": "MNIST", "utkface": "UTKFace"}
-MODEL_LABELS = {"lr": "LR", "mlp": "MLP", "cnn": "CNN"}
+                  "compas": "COMPAS", "mnist": "MNIST", "utkface": "UTKFace", "adult_blind": "Adult (sex not an input)",
+                  "mnist_full": "MNIST (60,000)"}
+MODEL_LABELS = {"lr": "LR", "mlp": "MLP", "cnn": "CNN", "cnn_relu": "CNN (ReLU)"}
 
 
 def setting_label(dataset: str, model: str) -> str:

@@ -50,6 +50,9 @@ def loaded(params):
 def test_recorded_checksums_match_source_md(mirror):
     """checksums.json was taken from SOURCE.md; the mirror's files carry exactly those hashes."""
     for folder, files in checksums().items():
+        if folder == "cifar10":  # not in the mirror (issue 13): its hash is the canonical archive's, tested apart
+            assert set(files) == {"cifar-10-python.tar.gz"}
+            continue
         text = (mirror / folder / "SOURCE.md").read_text()
         for name, rec in files.items():
             assert rec["sha256"] in text

@@ -40,7 +40,8 @@ def _modules(name, shape, C, M, seed=0):
 
 @pytest.mark.parametrize(("name", "shape", "C", "backend"), [
     ("lr", (7,), 3, "fast"), ("mlp", (7,), 2, "fast"), ("cnn", (1, 28, 28), 10, "fast"),
-    ("cnn", (1, 48, 48), 2, "fast"), ("cnn", (1, 28, 28), 10, "torch.func"), ("mlp", (7,), 2, "torch.func")])
+    ("cnn", (1, 48, 48), 2, "fast"), ("cnn", (1, 28, 28), 10, "torch.func"), ("mlp", (7,), 2, "torch.func"),
+    ("cnn_relu", (1, 28, 28), 10, "fast"), ("cnn", (3, 32, 32), 10, "fast")])
 def test_per_sample_gradients_match_single_sample_loop(name, shape, C, backend):
     """Every backend, every layer type (Linear, Conv2d, tanh, max-pool): norms and clipped sums equal a loop of
     single-sample autograd gradients (atol 1e-5, rtol 1e-4)."""

@@ -37,8 +37,9 @@ def _stages() -> list[tuple[str, str, list[str], str | None]]:
         if name == "report":
             for item in REPORTS:
                 out.append((f"report@{item}", module, deps, f"notebooks/{item}.py"))
-        elif name == "quickstart":
-            out.append((name, module, deps, "notebooks/quickstart.py"))
+        elif module == "fairdp_core.stages.report" and not body["cmd"].split()[3].startswith("-"):
+            # a report stage of its own (the quickstart, beyond_membership): the notebook it names
+            out.append((name, module, deps, f"notebooks/{body['cmd'].split()[3]}.py"))
         else:
             out.append((name, module, deps, None))
     return out

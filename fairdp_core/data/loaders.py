@@ -1,4 +1,5 @@
-"""Loaders for the seven datasets of the study (``shared/STUDY.md`` §2) and their registry.
+"""Loaders for the seven datasets of the study (``shared/STUDY.md`` §2), and CIFAR-10 for the utility check of issue
+13, and their registry.
 
 Each builder reads verified raw files and returns a :class:`GroupedData`. A tabular dataset is encoded with its
 public schema (:class:`TabularSchema`, kept beside its builder): every categorical vocabulary and every numeric
@@ -11,9 +12,11 @@ generator derived from the params seed and the dataset name.
 from __future__ import annotations
 
 import gzip
+import pickle
+import tarfile
 import zlib
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -30,7 +33,8 @@ from .base import (
 )
 from .sources import RawFile, Sources, sha256_file
 
-__all__ = ["DATASETS", "REGISTRY", "DatasetSpec", "dataset_rng", "load_dataset"]
+__all__ = ["CIFAR10_CLASSES", "DATASETS", "REGISTRY", "DatasetSpec", "dataset_rng", "group_column", "load_dataset",
+           "read_cifar10"]
 
 _GH = "https://raw.githubusercontent.com"
 _UCI = "https://archive.ics.uci.edu"
@@ -329,13 +333,15 @@ def _image_data(spec, opts, rng, group_attr, provenance, notes, Xtr, ytr, gtr, X
         keep = stratified_subset(yte, gte, opts.test_size, rng=rng)
         Xte, yte, gte = Xte[keep], yte[keep], gte[keep]
 
-    def split(X, y, g):  # uint8 [n, H, W] -> float32 [n, 1, H, W] in [0, 1]
-        return Split((X[:, None].astype(np.float32) / 255.0), y.astype(np.int64), g.astype(np.int64))
+    def split(X, y, g):  # uint8 [n, H, W] (grey) or [n, C, H, W] -> float32 [n, C, H, W] in [0, 1]
+        X = X[:, None] if X.ndim == 3 else X
+        return Split((X.astype(np.float32) / 255.0), y.astype(np.int64), g.astype(np.int64))
 
+    train = split(Xtr, ytr, gtr)
     return GroupedData(
-        name=spec.name, train=split(Xtr, ytr, gtr), test=split(Xte, yte, gte),
+        name=spec.name, train=train, test=split(Xte, yte, gte),
         group_names=spec.groups[group_attr].names, class_names=class_names, feature_names=(),
-        input_shape=(1, *Xtr.shape[1:]), group_attribute=group_attr, provenance=provenance, notes=notes)
+        input_shape=tuple(train.X.shape[1:]), group_attribute=group_attr, provenance=provenance, notes=notes)
 
 
 def _build_mnist(spec, paths, opts, rng, group_attr, provenance):
@@ -344,6 +350,49 @@ def _build_mnist(spec, paths, opts, rng, group_attr, provenance):
     notes = {"raw_rows": {"train": len(ytr), "test": len(yte)}}
     return _image_data(spec, opts, rng, group_attr, provenance, notes, Xtr, ytr, ytr, Xte, yte, yte,
                        tuple(str(d) for d in range(10)))
+
+
+CIFAR10_CLASSES = ("airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck")
+
+
+class _CifarUnpickler(pickle.Unpickler):
+    """CIFAR-10's batches are Python pickles (dicts of bytes keys, uint8 arrays, label lists). They are read only
+    after their archive's sha256 has been checked, and even then only numpy's array reconstruction is allowed."""
+
+    _ALLOWED = {("numpy.core.multiarray", "_reconstruct"), ("numpy._core.multiarray", "_reconstruct"),
+                ("numpy", "ndarray"), ("numpy", "dtype"), ("numpy.core.multiarray", "scalar"),
+                ("numpy._core.multiarray", "scalar"),
+                ("_codecs", "encode")}  # how protocol 2 stores bytes when Python 3 writes it (a regenerated archive)
+
+    def find_class(self, module, name):
+        if (module, name) in self._ALLOWED:
+            return super().find_class(module, name)
+        raise pickle.UnpicklingError(f"CIFAR-10 batch refers to {module}.{name}, which a CIFAR batch never does")
+
+
+def read_cifar10(path: str | Path) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(X_train uint8 [50000, 3, 32, 32], y_train, X_test [10000, ...], y_test) from cifar-10-python.tar.gz (the
+    canonical archive: ``cifar-10-batches-py/data_batch_1..5`` and ``test_batch``, each a pickled dict with
+    ``b"data"`` [n, 3072] row-major RGB planes and ``b"labels"``)."""
+
+    def batch(tf, name):
+        member = tf.extractfile(f"cifar-10-batches-py/{name}")
+        if member is None:
+            raise ValueError(f"{path}: cifar-10-batches-py/{name} missing from the archive")
+        d = _CifarUnpickler(member, encoding="bytes").load()
+        X = np.asarray(d[b"data"], dtype=np.uint8).reshape(-1, 3, 32, 32)
+        return X, np.asarray(d[b"labels"], dtype=np.int64)
+
+    with tarfile.open(path, "r:gz") as tf:
+        parts = [batch(tf, f"data_batch_{i}") for i in range(1, 6)]
+        Xte, yte = batch(tf, "test_batch")
+    return np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts]), Xte, yte
+
+
+def _build_cifar10(spec, paths, opts, rng, group_attr, provenance):
+    Xtr, ytr, Xte, yte = read_cifar10(paths["cifar-10-python.tar.gz"])
+    notes = {"raw_rows": {"train": len(ytr), "test": len(yte)}}
+    return _image_data(spec, opts, rng, group_attr, provenance, notes, Xtr, ytr, ytr, Xte, yte, yte, CIFAR10_CLASSES)
 
 
 def _build_utkface(spec, paths, opts, rng, group_attr, provenance):
@@ -428,6 +477,14 @@ REGISTRY: dict[str, DatasetSpec] = {
         {"race": GroupSpec("race", ("White", "Black", "Asian", "Indian", "Others"),
                            lambda s: np.asarray(s, np.int64))},
         _build_utkface),
+    # not in the study's mirror: the utility check of issue 13 (gpu profile), canonical download only
+    "cifar10": DatasetSpec(
+        "cifar10",
+        (RawFile("cifar10", "cifar-10-python.tar.gz", ("https://www.cs.toronto.edu/~kriz/cifar-10-python.tar.gz",),
+                 "the canonical archive of https://www.cs.toronto.edu/~kriz/cifar.html (set data.download: true, or "
+                 "put it in data/raw/cifar10/)"),),
+        {"class": GroupSpec("class", CIFAR10_CLASSES, lambda s: np.asarray(s, np.int64))},
+        _build_cifar10, official_test=True),
 }
 
 DATASETS: tuple[str, ...] = tuple(REGISTRY)
@@ -435,12 +492,23 @@ DATASETS: tuple[str, ...] = tuple(REGISTRY)
 
 def load_dataset(name: str, options, sources: Sources, *, seed: int) -> GroupedData:
     """Fetch, verify and preprocess dataset ``name`` with its ``options`` (a ``DatasetOptions`` from params)."""
-    if name not in REGISTRY:
-        raise KeyError(f"unknown dataset {name!r}; known: {', '.join(DATASETS)}")
-    spec = REGISTRY[name]
+    base = getattr(options, "source", None) or name  # a variant (``source``) is prepared from its study dataset
+    if base not in REGISTRY:
+        raise KeyError(f"unknown dataset {base!r}; known: {', '.join(DATASETS)}")
+    spec = REGISTRY[base]
     group_attr = options.group or spec.default_group
     if group_attr not in spec.groups:
         raise ValueError(f"dataset {name!r}: unknown group attribute {group_attr!r}; known: {', '.join(spec.groups)}")
     paths = {raw.name: sources.fetch(raw) for raw in spec.files}
     provenance = {f"{raw.folder}/{raw.name}": sha256_file(paths[raw.name]) for raw in spec.files}
-    return spec.build(spec, paths, options, dataset_rng(seed, name), group_attr, provenance)
+    data = spec.build(spec, paths, options, dataset_rng(seed, base), group_attr, provenance)
+    return data if base == name else replace(data, name=name, notes={**data.notes, "source": base})
+
+
+def group_column(data: GroupedData) -> tuple[str, tuple[str, ...], np.ndarray]:
+    """The raw column behind ``data``'s group attribute: its name, its public vocabulary (the encoded one-hot
+    block ``<column>=<value>``, when the column is a model input) and the group of each vocabulary value."""
+    base = data.notes.get("source", data.name)
+    gspec = REGISTRY[str(base)].groups[data.group_attribute]
+    vocab = tuple(data.notes.get("public_schema", {}).get("categorical", {}).get(gspec.column, ()))
+    return gspec.column, vocab, gspec.assign(pd.Series(vocab, dtype=object)) if vocab else np.zeros(0, np.int64)

@@ -100,12 +100,12 @@ def verify(path: Path, raw: RawFile) -> None:
             content = sha256_file(path, decompress=True)
         except (OSError, EOFError, gzip.BadGzipFile):
             content = None
-        if content == rec["content_sha256"]:
+        if content is not None and content == rec.get("content_sha256"):
             return
     raise ChecksumError(
         f"{path}: sha256 mismatch for {raw.folder}/{raw.name}\n"
         f"  expected sha256 {rec['sha256']} ({rec['bytes']} bytes"
-        + (f"; decompressed content sha256 {rec['content_sha256']})" if raw.name.endswith(".gz") else ")")
+        + (f"; decompressed content sha256 {rec['content_sha256']})" if rec.get("content_sha256") else ")")
         + f"\n  found    sha256 {got} ({path.stat().st_size} bytes)\n"
         "The file is truncated, altered or a different version; nothing was written downstream. "
         "Delete it and fetch it again."

@@ -21,7 +21,7 @@ import torch
 from torch import nn
 from torch.func import functional_call, grad, vmap
 
-from ..models import MLP, LogisticRegression, MnistCNN, UTKFaceCNN
+from ..models import MLP, LogisticRegression, MnistCNN, MnistReLUCNN, UTKFaceCNN
 
 __all__ = ["ENGINE_LAYERS", "Backend", "DenseBackend", "FuncBackend", "LayerBackend", "UnsupportedModule", "check_module",
            "make_backend", "stack_params"]
@@ -291,7 +291,7 @@ def make_backend(module: nn.Module) -> Backend:
         return DenseBackend(["fc"])
     if isinstance(module, MLP):
         return DenseBackend(["fc1", "fc2"])
-    if isinstance(module, (MnistCNN, UTKFaceCNN)):
+    if isinstance(module, (MnistCNN, MnistReLUCNN, UTKFaceCNN)):
         return LayerBackend(module)
     check_module(module)
     return FuncBackend(module.eval())
