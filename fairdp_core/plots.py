@@ -487,7 +487,7 @@ def attribute_gap_grid(df: pd.DataFrame, *, title: str = "") -> plt.Figure:
     """Attribute inference: success on members − non-members (pp, 95% interval) per training (x: SGD, each ε) and
     group (bars); one panel per setting. ``df``: setting, x, group, gap_pp, lo_pp, hi_pp."""
     return _setting_bars(df, "x", "group", "gap_pp", "lo_pp", "hi_pp", ylabel="members − non-members (pp)",
-                         title=title)
+                         title=title, n_cols=4, w=3.9, h=2.2)
 
 
 def inversion_class_grid(df: pd.DataFrame, *, title: str = "") -> plt.Figure:

@@ -107,7 +107,8 @@ def notebook_parameters(params: Params, name: str) -> dict[str, object]:
         "outcome_fairness": {"n_boot": min(params.audit.n_boot, 500), "seed": params.seed},
         # MNIST images for the Opacus quickstart: 5,000, or the prepared training set when smaller (smoke)
         "beyond_membership": {"beyond_dir": str(params.resolve("results/beyond")), "seed": params.seed,
-                              "beyond": params.beyond.model_dump()},
+                              "beyond": params.beyond.model_dump(),
+                              "stored_utility": str(params.resolve("reports/paper/beyond_utility.json"))},
         "quickstart": {"seed": params.seed, "epsilon_target": 10.0,
                        "n_train": min(5000, (params.data.datasets["mnist"].train_size or 5000)
                                       if "mnist" in params.data.datasets else 5000)},

@@ -53,6 +53,7 @@ alpha = None
 beyond_dir = None
 seed = None
 beyond = None
+stored_utility = None
 
 # %%
 import json
@@ -68,7 +69,7 @@ from fairdp_core.audit.stats import holm
 from fairdp_core.beyond import tables
 
 PARAMETERS = ("train_dir", "results_dir", "prepared_dir", "figures_dir", "metrics_path", "runs", "profile", "alpha",
-              "beyond_dir", "seed", "beyond")
+              "beyond_dir", "seed", "beyond", "stored_utility")
 globals().update(rh.fill_parameters("beyond_membership", params_file, {k: globals()[k] for k in PARAMETERS}))
 show, table = rh.shower(figures_dir), rh.tabler(figures_dir)
 bdir = Path(beyond_dir)
@@ -77,6 +78,10 @@ attr_overall = pd.read_csv(bdir / "attribute" / "overall.csv")
 recon = pd.read_csv(bdir / "inversion" / "reconstructions.csv")
 evaluators = json.loads((bdir / "inversion" / "evaluators.json").read_text())
 utility = json.loads((bdir / "utility" / "utility.json").read_text())["configs"]
+# the paper profile's utility run (3 seeds, 15 epochs), stored; `make repro PROFILE=paper` reruns it
+stored = json.loads(Path(stored_utility).read_text()) if Path(stored_utility).is_file() else None
+if stored is not None:
+    utility = utility + [{**c, "stored": stored.get("note", "stored run")} for c in stored["configs"]]
 
 X_ORDER = ["SGD", "ε = 10", "ε = 2", "ε = 1"]
 
@@ -245,7 +250,7 @@ SOURCE_ACC = {"mnist": tables.SOURCE_CLAIMS["accuracy_mnist"], "cifar10": tables
 uts = {}
 for u in utility:
     ut = tables.utility_table(u, alpha=alpha)
-    uts[f"{u['dataset']}-{u['model']}"] = (u, ut)
+    uts[f"{u['dataset']}-{u['model']}" + ("-stored" if u.get("stored") else "")] = (u, ut)
     src_acc = SOURCE_ACC.get(u["dataset"].split("_")[0])
     ut_show = ut.assign(algorithm=ut["algorithm"].map(results.ALGORITHM_LABELS),
                         accuracy=100 * ut["accuracy"], accuracy_lo=100 * ut["accuracy_lo"],
@@ -256,7 +261,9 @@ for u in utility:
                        "accuracy": "test accuracy (%)", "accuracy_lo": "low (%)", "accuracy_hi": "high (%)",
                        "per_seed": "per seed (%)", "source": "source (%)", "epsilon": "ε spent", "sigma": "σ",
                        "train_seconds": "training (s)"}),
-          f"{results.setting_label(u['dataset'], u['model'])}: test accuracy over seeds (t interval), "
+          ("Stored paper-profile run (reports/paper/beyond_utility.json). " if u.get("stored") else
+           f"This profile ({profile}). ")
+          + f"{results.setting_label(u['dataset'], u['model'])}: test accuracy over seeds (t interval), "
           f"{u['epochs']:g} epochs, batch {u['batch_size']}, learning rate {u['lr']:g}, {u['n_train']:,} training "
           "images; the accounting of the DP models; the source's accuracy", floatfmt="{:.4g}")
 if not utility:
@@ -308,7 +315,9 @@ if len(meta):
     mo = ao[ao.method == "meta_classifier"]
     lines.append(f"- **Attribute inference without the attribute as an input** (meta-classifier): balanced accuracy "
                  f"{100 * mo['balanced'].min():.1f}–{100 * mo['balanced'].max():.1f}% against "
-                 f"{100 * mo['label_only_balanced'].min():.1f}% from the label alone; largest |gap| "
+                 f"{100 * mo['label_only_balanced'].min():.1f}–{100 * mo['label_only_balanced'].max():.1f}% from the "
+                 "label alone, the same with and without DP (the model passes on what its features say about the "
+                 f"attribute); largest |gap| "
                  f"{100 * meta['gap'].abs().max():.2f} pp.")
 if len(at0):
     src_ai = tables.SOURCE_CLAIMS["attribute"]
@@ -356,7 +365,8 @@ for u, ut in uts.values():
     a = {r.algorithm: r for r in ut.itertuples()}
     src_acc = SOURCE_ACC.get(u["dataset"].split("_")[0])
     if "sgd" in a and "dpsgd" in a:
-        lines.append(f"- **Utility, {results.setting_label(u['dataset'], u['model'])}**"
+        lines.append(f"- **Utility, {results.setting_label(u['dataset'], u['model'])}"
+                     + (" (stored paper-profile run)" if u.get("stored") else f" ({profile} profile)") + "**"
                      + (f" (source {src_acc[0]:.1f}% → {src_acc[1]:.1f}%)" if src_acc else "")
                      + f": {100 * a['sgd'].accuracy:.2f}% without DP and {100 * a['dpsgd'].accuracy:.2f}% with DP-SGD "
                      f"at ε = {a['dpsgd'].epsilon:.2f} ({u['epochs']:g} epochs, {a['dpsgd'].n_seeds} seeds): a drop of "
