@@ -334,7 +334,8 @@ def train_bank(X: np.ndarray, y: np.ndarray, group: np.ndarray, membership: np.n
                n_classes: int, n_groups: int, seed: int, device: str | None = None,
                progress: bool = True, desc: str | None = None, stream_ids: np.ndarray | None = None,
                sample_over: np.ndarray | None = None,
-               module_factory: Callable[[], nn.Module] | None = None) -> TrainedBank:
+               module_factory: Callable[[], nn.Module] | None = None,
+               models: np.ndarray | None = None) -> TrainedBank:
     """Train M = membership.shape[0] models; model m on the records where ``membership[m]`` is True.
 
     X [n, ...] float32, y [n] int64, group [n] int64, membership [M, n] bool. Returns a :class:`TrainedBank`
@@ -348,6 +349,10 @@ def train_bank(X: np.ndarray, y: np.ndarray, group: np.ndarray, membership: np.n
     ``module_factory``: a custom model (a callable returning a fresh ``nn.Module`` of one architecture) instead of
     ``spec.model``; its layers must be the engine's (:func:`~fairdp_core.engine.backends.check_module` raises
     :class:`~fairdp_core.engine.backends.UnsupportedModule` otherwise, naming them).
+
+    ``models`` (int [M']): train only these rows of the bank, a shard (:mod:`~fairdp_core.engine.shard`). T and σ
+    are still the whole bank's (T from the mean pool size over every row, σ calibrated at the largest q of every
+    row) and row m keeps stream ``stream_ids[m]`` (default m), so each of them trains as it would in the whole bank.
     """
     membership = np.asarray(membership, dtype=bool)
     if membership.ndim != 2 or membership.shape[1] != len(y):
@@ -371,6 +376,13 @@ def train_bank(X: np.ndarray, y: np.ndarray, group: np.ndarray, membership: np.n
     q = spec.batch_size / n_m  # [M]
     steps = int(round(spec.epochs * n_m.mean() / spec.batch_size))
     sigma_g, sigma_b, sigma_s, sigma_eff = _sigmas(spec, float(q.max()), steps)  # calibrated at the largest q: safe for all
+    if models is not None:  # a shard: T and σ above are the whole bank's; each row keeps its own stream id
+        rows = np.asarray(models, dtype=np.int64)
+        if rows.ndim != 1 or len(rows) == 0 or rows.min() < 0 or rows.max() >= M:
+            raise ValueError(f"models must be a non-empty list of rows in 0..{M - 1}")
+        stream_ids = rows if stream_ids is None else np.asarray(stream_ids)[rows]
+        membership, sample_over = membership[rows], sample_over[rows]
+        pools, n_m, q, M = [pools[i] for i in rows], n_m[rows], q[rows], len(rows)
 
     gens = model_generators(seed, M, release=release_key(spec), device=dev, stream_ids=stream_ids)
     member_t = torch.as_tensor(membership).to(dev) if masked else None

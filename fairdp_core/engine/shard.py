@@ -1,0 +1,159 @@
+"""A bank split into shards of rows, trained in parallel: worker processes here (joblib/loky) or Ray tasks.
+
+Model m's result depends only on its own streams (seed, stream id m) and on the bank's T and σ, which every shard
+computes from the whole membership (``train_bank(models=...)``); so the shards, concatenated in row order, are the
+bank a single process trains (bitwise where the kernels allow: tests/test_shard.py). Shards are contiguous row
+ranges, one per worker; each worker runs ``threads`` torch threads (PERF_NOTES.md: two processes of one thread
+beat one process of two).
+
+Executors: ``serial`` (this process, no shards), ``loky`` (joblib's reusable process pool: large arrays reach the
+workers memory-mapped), ``ray`` (one Ray task per shard, the data put in Ray's object store once; ``ray_address``
+``None`` or ``"local"`` starts a local Ray sized to the shards, ``"auto"`` or ``host:port`` joins a running cluster).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+from typing import Literal
+
+import numpy as np
+import torch
+
+from .trainer import TrainedBank, TrainSpec, train_bank
+
+__all__ = ["Executor", "ShardError", "concat_banks", "shard_rows", "train_bank_sharded"]
+
+Executor = Literal["serial", "loky", "ray"]
+
+
+class ShardError(RuntimeError):
+    """The executor cannot run: Ray missing or unreachable, or a worker failed (the cause is chained)."""
+
+
+def shard_rows(M: int, shards: int) -> list[np.ndarray]:
+    """Contiguous row ranges [M] -> ``min(shards, M)`` int64 arrays whose sizes differ by at most one."""
+    if M <= 0 or shards <= 0:
+        raise ValueError(f"need M > 0 and shards > 0, got M={M}, shards={shards}")
+    return [r.astype(np.int64) for r in np.array_split(np.arange(M), min(shards, M))]
+
+
+def concat_banks(parts: list[TrainedBank]) -> TrainedBank:
+    """The shards of one bank, in row order, as one :class:`TrainedBank` (parameters, accounting, membership,
+    policy state and clipping diagnostics are all per model: concatenated along the model axis)."""
+    if not parts:
+        raise ValueError("no shards to concatenate")
+    first = parts[0]
+    if any(p.spec != first.spec or p.steps != first.steps or p.seed != first.seed for p in parts):
+        raise ValueError("shards of different banks (spec, steps or seed differ)")
+
+    def cat(dicts: list[dict[str, torch.Tensor]]) -> dict[str, torch.Tensor]:
+        return {k: torch.cat([d[k] for d in dicts]) for k in dicts[0]} if dicts[0] else {}
+
+    return TrainedBank(spec=first.spec, input_shape=first.input_shape, n_classes=first.n_classes,
+                       params=cat([p.params for p in parts]),
+                       accounting=[a for p in parts for a in p.accounting],
+                       membership=np.concatenate([p.membership for p in parts]),
+                       policy_state=cat([p.policy_state for p in parts]),
+                       clip_stats=cat([p.clip_stats for p in parts]), steps=first.steps,
+                       seconds=max(p.seconds for p in parts), seed=first.seed, factory=first.factory)
+
+
+def _train_shard(X, y, group, membership, spec, rows, kwargs, threads) -> TrainedBank:
+    """One shard, in a worker: ``threads`` torch threads, then ``train_bank(models=rows)``."""
+    torch.set_num_threads(threads)
+    return train_bank(X, y, group, membership, spec, models=rows, **kwargs)
+
+
+def train_bank_sharded(X: np.ndarray, y: np.ndarray, group: np.ndarray, membership: np.ndarray, spec: TrainSpec, *,
+                       n_classes: int, n_groups: int, seed: int, device: str | None = None, progress: bool = True,
+                       desc: str | None = None, stream_ids: np.ndarray | None = None,
+                       sample_over: np.ndarray | None = None,
+                       module_factory: Callable[[], torch.nn.Module] | None = None,
+                       workers: int = 1, executor: Executor = "loky", ray_address: str | None = None,
+                       threads: int = 1, gpus_per_worker: float = 0.0) -> TrainedBank:
+    """:func:`~fairdp_core.engine.trainer.train_bank` over ``workers`` shards of rows, run by ``executor``.
+
+    Arguments as ``train_bank``'s (X [n, ...], membership [M, n], ...); returns the same bank (M models, in row
+    order). ``workers`` 1 or ``executor`` "serial" trains in this process (its torch threads as they are).
+    ``threads``: torch threads per worker. ``gpus_per_worker``: Ray's ``num_gpus`` per task (a fraction shares a
+    GPU); Ray only. ``seconds`` of the result is the wall time of the whole call.
+    """
+    membership = np.asarray(membership, dtype=bool)
+    M = membership.shape[0] if membership.ndim == 2 else 0
+    kwargs = dict(n_classes=n_classes, n_groups=n_groups, seed=seed, device=device, stream_ids=stream_ids,
+                  sample_over=sample_over, module_factory=module_factory)
+    if workers < 1 or threads < 1:
+        raise ValueError(f"workers and threads must be positive, got workers={workers}, threads={threads}")
+    if executor not in ("serial", "loky", "ray"):
+        raise ValueError(f"unknown executor {executor!r}: serial, loky or ray")
+    if workers == 1 and executor != "ray" or executor == "serial" or M <= 1:
+        return train_bank(X, y, group, membership, spec, progress=progress, desc=desc, **kwargs)
+    shards = shard_rows(M, workers)
+    label = desc or f"{spec.algorithm} x{M}"
+    t0 = time.perf_counter()
+    if executor == "loky":
+        parts = _run_loky(X, y, group, membership, spec, shards, kwargs, threads, progress, label)
+    else:
+        parts = _run_ray(X, y, group, membership, spec, shards, kwargs, threads, progress, label, ray_address,
+                         gpus_per_worker)
+    bank = concat_banks(parts)
+    bank.seconds = time.perf_counter() - t0
+    return bank
+
+
+def _run_loky(X, y, group, membership, spec, shards, kwargs, threads, progress, label) -> list[TrainedBank]:
+    from joblib import Parallel, delayed
+
+    n = len(shards)
+    jobs = (delayed(_train_shard)(X, y, group, membership, spec, rows,
+                                  {**kwargs, "progress": progress, "desc": f"{label} [shard {i + 1}/{n}]"}, threads)
+            for i, rows in enumerate(shards))
+    # inner_max_num_threads: the workers' BLAS/OpenMP pools at `threads` (torch.set_num_threads does the rest)
+    with Parallel(n_jobs=n, backend="loky", inner_max_num_threads=threads) as par:
+        return par(jobs)
+
+
+def ray_connect(address: str | None, num_cpus: int) -> None:
+    """Connect to Ray once per process: ``None``/"local" starts a local Ray with ``num_cpus`` CPUs, anything else
+    (``"auto"``, ``host:port``, ``ray://host:port``) joins that cluster. Raises :class:`ShardError` saying why."""
+    try:
+        import ray
+    except ImportError as e:
+        raise ShardError("Ray is not installed in this environment: pip install 'fairdp_core[cluster]' "
+                         "(or `pip install ray`)") from e
+    if ray.is_initialized():
+        return
+    env = {k: os.environ[k] for k in ("MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_", "MKL_CBWR")
+           if k in os.environ}  # the stage's allocator and MKL settings, in every Ray worker
+    try:
+        if address in (None, "local"):
+            ray.init(num_cpus=num_cpus, include_dashboard=False, log_to_driver=True,
+                     runtime_env={"env_vars": env} if env else None)
+        else:
+            ray.init(address=address, runtime_env={"env_vars": env} if env else None)
+    except Exception as e:  # ConnectionError, RuntimeError, ValueError: Ray's own types vary by version
+        raise ShardError(f"cannot connect to Ray at {address!r}: {type(e).__name__}: {e}") from e
+
+
+def _run_ray(X, y, group, membership, spec, shards, kwargs, threads, progress, label, address,
+             gpus_per_worker) -> list[TrainedBank]:
+    ray_connect(address, num_cpus=len(shards) * threads)
+    import ray
+    from tqdm.auto import tqdm
+
+    task = ray.remote(_train_shard).options(num_cpus=threads, num_gpus=gpus_per_worker, max_retries=0)
+    refs = [ray.put(a) for a in (X, y, group, membership)]  # once: every task reads the object store's copy
+    n = len(shards)
+    futures = [task.remote(*refs, spec, rows, {**kwargs, "progress": False, "desc": f"{label} [shard {i + 1}/{n}]"},
+                           threads) for i, rows in enumerate(shards)]
+    pending = list(futures)
+    with tqdm(total=n, desc=f"{label} (Ray shards)", disable=not progress, unit="shard") as bar:
+        while pending:
+            done, pending = ray.wait(pending, num_returns=1)
+            bar.update(len(done))
+    try:
+        return ray.get(futures)
+    except Exception as e:
+        raise ShardError(f"a Ray shard of {label} failed: {type(e).__name__}: {e}") from e
