@@ -1,4 +1,5 @@
-"""The batched trainer: sampling, clipping policies (one pure seam), noise and accounting."""
+"""The batched trainer: sampling, clipping policies (one pure seam), noise and accounting; banks sharded over
+worker processes or Ray tasks."""
 
 from .accounting import Accounting, bank_accounting, calibrate_sigma, combine_sigmas, epsilon, split_sigma
 from .backends import DenseBackend, FuncBackend, make_backend, stack_params
@@ -16,6 +17,7 @@ from .policies import (
     quantile_update,
 )
 from .sampling import PoissonBank, bernoulli_positions
+from .shard import ShardError, concat_banks, shard_rows, train_bank_sharded
 from .trainer import ALGORITHMS, TrainedBank, TrainSpec, model_generators, release_key, train_bank
 
 __all__ = [
@@ -33,19 +35,23 @@ __all__ = [
     "GroupQuantileClip",
     "NoClip",
     "PoissonBank",
+    "ShardError",
     "TrainSpec",
     "TrainedBank",
     "bank_accounting",
     "bernoulli_positions",
     "calibrate_sigma",
     "clip_factors",
+    "concat_banks",
     "combine_sigmas",
     "epsilon",
     "make_backend",
     "model_generators",
     "quantile_update",
     "release_key",
+    "shard_rows",
     "split_sigma",
     "stack_params",
     "train_bank",
+    "train_bank_sharded",
 ]

@@ -2,7 +2,9 @@
 
 Model m's result depends only on its own streams (seed, stream id m) and on the bank's T and σ, which every shard
 computes from the whole membership (``train_bank(models=...)``); so the shards, concatenated in row order, are the
-bank a single process trains (bitwise where the kernels allow: tests/test_shard.py). Shards are contiguous row
+bank a single process trains: σ, q, T, ε and membership exactly, parameters to the last float bit (the models
+trained together set the padded Poisson batch width, and with it how the matmuls block their reductions; often
+bitwise; tests/test_shard.py). Shards are contiguous row
 ranges, one per worker; each worker runs ``threads`` torch threads (PERF_NOTES.md: two processes of one thread
 beat one process of two).
 

@@ -27,8 +27,7 @@ from ..audit.design import AuditDesign, looa_design
 from ..audit.signals import logit_confidence
 from ..config import Params, load_params
 from ..data.base import GroupedData, load
-from ..engine import TrainSpec, bank_accounting
-from ..engine.shard import ShardError, train_bank_sharded
+from ..engine import ShardError, TrainSpec, bank_accounting, train_bank_sharded
 from . import jsonable, read_plan, write_timings
 
 __all__ = ["main", "run_train"]
