@@ -171,3 +171,30 @@ def test_compute_config_errors_name_the_key(tmp_path, compute, message):
 def test_compute_defaults_run_in_process():
     c = ComputeConfig()
     assert (c.workers, c.backend, c.ray_address, c.threads_per_worker) == (1, "loky", None, 1)
+
+
+cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA (tests/gpu_check.sh runs it on a GPU)")
+
+
+@cuda
+def test_cuda_device_shards_equal_the_single_process_bank(data):
+    """On CUDA: 2 loky workers sharing the GPU give the bank one process trains there (same tolerance)."""
+    spec = SPECS["mlp-dpsgd_s"]
+    ref = _train(data, spec, device="cuda", workers=1, executor="serial")
+    _assert_same_bank(ref, _train(data, spec, device="cuda", workers=2, executor="loky"))
+
+
+@cuda
+def test_cuda_device_ray_shards_share_a_gpu(data):
+    """On CUDA with Ray: 2 tasks of half a GPU each (compute.gpus_per_worker: 0.5)."""
+    ray = pytest.importorskip("ray", reason="Ray is not installed on this GPU machine")
+    spec = SPECS["lr-dpsgd"]
+    ref = _train(data, spec, device="cuda", workers=1, executor="serial")
+    started = not ray.is_initialized()
+    if started:
+        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    try:
+        _assert_same_bank(ref, _train(data, spec, device="cuda", workers=2, executor="ray", gpus_per_worker=0.5))
+    finally:
+        if started:
+            ray.shutdown()
