@@ -1,12 +1,11 @@
 """A bank sharded over worker processes (joblib/loky) or Ray tasks is the bank one process trains.
 
-Oracle: the single-process ``train_bank`` on the same data, seed and spec. Parameters, policy state and clipping
-counts agree to rtol 1e-5, atol 1e-6 (observed: most banks bitwise, the rest at most 3e-8, the last float bit, as
-in test_engine's bank-independence test: the models trained together set the padded batch width W, the largest
-Poisson batch among them, and the matmuls block their reductions over W differently; the same happens in one
-process for ``train_bank(models=rows)``, so it is the shapes, not the processes). Accounting (σ, q, T, ε per model),
-membership and steps agree exactly. Two controls show the comparison can fail: shards whose streams are keyed by
-their position in the shard, and shards trained as separate banks (their own T and σ), both differ.
+Oracle: the single-process ``train_bank`` on the same data, seed and spec. Everything agrees bit for bit:
+parameters, policy state, clipping counts, accounting (σ, q, T, ε per model), membership, steps. Three controls
+show the comparison can fail: shards whose streams are keyed by their position in the shard, shards trained as
+banks of their own (their own T and σ), and shards padded to their own batch widths instead of the bank's (the
+models trained together set the padded width W, the largest Poisson batch among them, and the matmuls block their
+reductions over W by it: the last float bit differs, as in test_engine's bank-independence test).
 """
 
 from __future__ import annotations
@@ -68,7 +67,7 @@ def _assert_same_bank(a, b) -> None:
         da, db = getattr(a, attr), getattr(b, attr)
         assert set(da) == set(db), attr
         for k in da:
-            torch.testing.assert_close(da[k], db[k], rtol=1e-5, atol=1e-6, msg=f"{attr}.{k}")
+            assert torch.equal(da[k], db[k]), (attr, k, (da[k].double() - db[k].double()).abs().max().item())
 
 
 def test_shard_rows_cover_the_bank_in_order():
@@ -112,6 +111,26 @@ def test_the_equality_check_fails_for_wrongly_keyed_shards(data, single):
     assert {a.accounting[0].sigma_g for a in alone} != {ref.accounting[0].sigma_g}
     with pytest.raises(ValueError, match="different banks"):
         concat_banks(alone)
+
+
+def test_the_bank_widths_make_it_bitwise(data, single):
+    """Control: each shard padded to its own widths (the max over its rows only) is off in the last bits; padded to
+    the bank's (what train_bank_sharded passes) it is exact. And bank_widths counts PoissonBank's batches."""
+    from fairdp_core.engine import PoissonBank, bank_widths, model_generators
+
+    X, y, g, mem = data
+    spec = SPECS["mlp-dpsgd_s"]
+    ref = single["mlp-dpsgd_s"]
+    rows = shard_rows(len(mem), 2)
+    own = concat_banks([train_bank(X, y, g, mem, spec, n_classes=2, n_groups=K, seed=7, progress=False, models=r,
+                                   widths=bank_widths(mem, spec, seed=7, models=r)) for r in rows])
+    diff = max((ref.params[k] - own.params[k]).abs().max().item() for k in ref.params)
+    assert 0 < diff < 1e-6, diff
+    pools = [torch.as_tensor(np.flatnonzero(r)) for r in mem]
+    sampler = PoissonBank(pools, [spec.batch_size / len(p) for p in pools], [s["sample"] for s in model_generators(7, 6)])
+    widths = bank_widths(mem, spec, seed=7)
+    assert len(widths) == ref.steps
+    assert [sampler.next()[0].shape[1] for _ in range(ref.steps)] == widths.tolist()
 
 
 def test_models_argument_is_checked(data):

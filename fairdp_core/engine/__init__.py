@@ -16,9 +16,9 @@ from .policies import (
     clip_factors,
     quantile_update,
 )
-from .sampling import PoissonBank, bernoulli_positions
+from .sampling import PoissonBank, batch_sizes, bernoulli_positions
 from .shard import ShardError, concat_banks, shard_rows, train_bank_sharded
-from .trainer import ALGORITHMS, TrainedBank, TrainSpec, model_generators, release_key, train_bank
+from .trainer import ALGORITHMS, TrainedBank, TrainSpec, bank_widths, model_generators, release_key, train_bank
 
 __all__ = [
     "ALGORITHMS",
@@ -39,6 +39,8 @@ __all__ = [
     "TrainSpec",
     "TrainedBank",
     "bank_accounting",
+    "bank_widths",
+    "batch_sizes",
     "bernoulli_positions",
     "calibrate_sigma",
     "clip_factors",

@@ -1,12 +1,13 @@
 """A bank split into shards of rows, trained in parallel: worker processes here (joblib/loky) or Ray tasks.
 
-Model m's result depends only on its own streams (seed, stream id m) and on the bank's T and σ, which every shard
-computes from the whole membership (``train_bank(models=...)``); so the shards, concatenated in row order, are the
-bank a single process trains: σ, q, T, ε and membership exactly, parameters to the last float bit (the models
-trained together set the padded Poisson batch width, and with it how the matmuls block their reductions; often
-bitwise; tests/test_shard.py). Shards are contiguous row
-ranges, one per worker; each worker runs ``threads`` torch threads (PERF_NOTES.md: two processes of one thread
-beat one process of two).
+Model m's result depends only on its own streams (seed, stream id m), on the bank's T and σ, which every shard
+computes from the whole membership, and on the padded width of each step's batches (the largest Poisson batch
+among the models trained together), which sets how the matmuls block their reductions and so the last float bit.
+Two rounds: each shard counts its rows' batch sizes (:func:`~fairdp_core.engine.trainer.bank_widths`), the max
+over shards is the whole bank's widths, then each shard trains its rows padded to them
+(``train_bank(models=rows, widths=...)``). The shards, concatenated in row order, are then the bank a single
+process trains, bit for bit (tests/test_shard.py). Shards are contiguous row ranges, one per worker; each worker
+runs ``threads`` torch threads (PERF_NOTES.md: two processes of one thread beat one process of two).
 
 Executors: ``serial`` (this process, no shards), ``loky`` (joblib's reusable process pool: large arrays reach the
 workers memory-mapped), ``ray`` (one Ray task per shard, the data put in Ray's object store once; ``ray_address``
@@ -23,7 +24,7 @@ from typing import Literal
 import numpy as np
 import torch
 
-from .trainer import TrainedBank, TrainSpec, train_bank
+from .trainer import TrainedBank, TrainSpec, bank_widths, train_bank
 
 __all__ = ["Executor", "ShardError", "concat_banks", "shard_rows", "train_bank_sharded"]
 
@@ -62,10 +63,17 @@ def concat_banks(parts: list[TrainedBank]) -> TrainedBank:
                        seconds=max(p.seconds for p in parts), seed=first.seed, factory=first.factory)
 
 
-def _train_shard(X, y, group, membership, spec, rows, kwargs, threads) -> TrainedBank:
-    """One shard, in a worker: ``threads`` torch threads, then ``train_bank(models=rows)``."""
+def _train_shard(X, y, group, membership, spec, rows, widths, kwargs, threads) -> TrainedBank:
+    """One shard, in a worker: ``threads`` torch threads, then ``train_bank(models=rows, widths=widths)``."""
     torch.set_num_threads(threads)
-    return train_bank(X, y, group, membership, spec, models=rows, **kwargs)
+    return train_bank(X, y, group, membership, spec, models=rows, widths=widths, **kwargs)
+
+
+def _shard_widths(membership, spec, rows, kwargs) -> np.ndarray:
+    """Round one, in a worker: [T] the largest batch per step among the shard's rows."""
+    torch.set_num_threads(1)
+    return bank_widths(membership, spec, seed=kwargs["seed"], stream_ids=kwargs["stream_ids"],
+                       sample_over=kwargs["sample_over"], models=rows)
 
 
 def train_bank_sharded(X: np.ndarray, y: np.ndarray, group: np.ndarray, membership: np.ndarray, spec: TrainSpec, *,
@@ -78,9 +86,9 @@ def train_bank_sharded(X: np.ndarray, y: np.ndarray, group: np.ndarray, membersh
     """:func:`~fairdp_core.engine.trainer.train_bank` over ``workers`` shards of rows, run by ``executor``.
 
     Arguments as ``train_bank``'s (X [n, ...], membership [M, n], ...); returns the same bank (M models, in row
-    order). ``workers`` 1 or ``executor`` "serial" trains in this process (its torch threads as they are).
-    ``threads``: torch threads per worker. ``gpus_per_worker``: Ray's ``num_gpus`` per task (a fraction shares a
-    GPU); Ray only. ``seconds`` of the result is the wall time of the whole call.
+    order). ``workers`` 1 with loky, or ``executor`` "serial", trains in this process (its torch threads as they
+    are). ``threads``: torch threads per worker. ``gpus_per_worker``: Ray's ``num_gpus`` per task (a fraction
+    shares a GPU); Ray only. ``seconds`` of the result is the wall time of the whole call.
     """
     membership = np.asarray(membership, dtype=bool)
     M = membership.shape[0] if membership.ndim == 2 else 0
@@ -93,28 +101,59 @@ def train_bank_sharded(X: np.ndarray, y: np.ndarray, group: np.ndarray, membersh
     if workers == 1 and executor != "ray" or executor == "serial" or M <= 1:
         return train_bank(X, y, group, membership, spec, progress=progress, desc=desc, **kwargs)
     shards = shard_rows(M, workers)
+    n = len(shards)
     label = desc or f"{spec.algorithm} x{M}"
     t0 = time.perf_counter()
-    if executor == "loky":
-        parts = _run_loky(X, y, group, membership, spec, shards, kwargs, threads, progress, label)
-    else:
-        parts = _run_ray(X, y, group, membership, spec, shards, kwargs, threads, progress, label, ray_address,
-                         gpus_per_worker)
+    run = _Loky(n, threads) if executor == "loky" else _Ray(ray_address, n, threads, gpus_per_worker)
+    widths = np.max(run.map(_shard_widths, [(membership, spec, rows, kwargs) for rows in shards],
+                            shared=(membership,)), axis=0)
+    calls = [(X, y, group, membership, spec, rows, widths,
+              {**kwargs, "progress": progress and executor == "loky", "desc": f"{label} [shard {i + 1}/{n}]"}, threads)
+             for i, rows in enumerate(shards)]
+    parts = run.map(_train_shard, calls, shared=(X, y, group, membership), progress=progress, label=label)
     bank = concat_banks(parts)
     bank.seconds = time.perf_counter() - t0
     return bank
 
 
-def _run_loky(X, y, group, membership, spec, shards, kwargs, threads, progress, label) -> list[TrainedBank]:
-    from joblib import Parallel, delayed
+class _Loky:
+    """joblib's reusable loky pool: large arrays reach the workers memory-mapped; each worker prints its own bar."""
 
-    n = len(shards)
-    jobs = (delayed(_train_shard)(X, y, group, membership, spec, rows,
-                                  {**kwargs, "progress": progress, "desc": f"{label} [shard {i + 1}/{n}]"}, threads)
-            for i, rows in enumerate(shards))
-    # inner_max_num_threads: the workers' BLAS/OpenMP pools at `threads` (torch.set_num_threads does the rest)
-    with Parallel(n_jobs=n, backend="loky", inner_max_num_threads=threads) as par:
-        return par(jobs)
+    def __init__(self, n: int, threads: int) -> None:
+        self.n, self.threads = n, threads
+
+    def map(self, fn, calls, *, shared=(), progress=False, label="") -> list:
+        from joblib import Parallel, delayed
+
+        # inner_max_num_threads: the workers' BLAS/OpenMP pools at `threads` (torch.set_num_threads does the rest)
+        with Parallel(n_jobs=self.n, backend="loky", inner_max_num_threads=self.threads) as par:
+            return par(delayed(fn)(*c) for c in calls)
+
+
+class _Ray:
+    """One Ray task per call; arrays named in ``shared`` go to the object store once; a bar counts finished shards."""
+
+    def __init__(self, address: str | None, n: int, threads: int, gpus: float) -> None:
+        ray_connect(address, num_cpus=n * threads)
+        self.threads, self.gpus = threads, gpus
+
+    def map(self, fn, calls, *, shared=(), progress=False, label="") -> list:
+        import ray
+        from tqdm.auto import tqdm
+
+        refs = {id(a): ray.put(a) for a in shared}  # top-level ObjectRef arguments reach the task as the arrays
+        task = ray.remote(fn).options(num_cpus=self.threads, num_gpus=self.gpus, max_retries=0)
+        futures = [task.remote(*[refs.get(id(a), a) for a in c]) for c in calls]
+        pending = list(futures)
+        with tqdm(total=len(futures), desc=f"{label} (Ray shards)", disable=not progress, unit="shard") as bar:
+            while pending:
+                done, pending = ray.wait(pending, num_returns=1)
+                bar.update(len(done))
+        try:
+            return ray.get(futures)
+        except Exception as e:
+            raise ShardError(f"a Ray task ({fn.__name__}) of {label or 'a sharded bank'} failed: "
+                             f"{type(e).__name__}: {e}") from e
 
 
 def ray_connect(address: str | None, num_cpus: int) -> None:
@@ -137,25 +176,3 @@ def ray_connect(address: str | None, num_cpus: int) -> None:
             ray.init(address=address, runtime_env={"env_vars": env} if env else None)
     except Exception as e:  # ConnectionError, RuntimeError, ValueError: Ray's own types vary by version
         raise ShardError(f"cannot connect to Ray at {address!r}: {type(e).__name__}: {e}") from e
-
-
-def _run_ray(X, y, group, membership, spec, shards, kwargs, threads, progress, label, address,
-             gpus_per_worker) -> list[TrainedBank]:
-    ray_connect(address, num_cpus=len(shards) * threads)
-    import ray
-    from tqdm.auto import tqdm
-
-    task = ray.remote(_train_shard).options(num_cpus=threads, num_gpus=gpus_per_worker, max_retries=0)
-    refs = [ray.put(a) for a in (X, y, group, membership)]  # once: every task reads the object store's copy
-    n = len(shards)
-    futures = [task.remote(*refs, spec, rows, {**kwargs, "progress": False, "desc": f"{label} [shard {i + 1}/{n}]"},
-                           threads) for i, rows in enumerate(shards)]
-    pending = list(futures)
-    with tqdm(total=n, desc=f"{label} (Ray shards)", disable=not progress, unit="shard") as bar:
-        while pending:
-            done, pending = ray.wait(pending, num_returns=1)
-            bar.update(len(done))
-    try:
-        return ray.get(futures)
-    except Exception as e:
-        raise ShardError(f"a Ray shard of {label} failed: {type(e).__name__}: {e}") from e
