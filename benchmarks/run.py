@@ -216,7 +216,7 @@ def bench_sharding(out: Path, *, quick: bool, repeats: int) -> None:
     from fairdp_core.engine import train_bank_sharded
 
     plan = {"adult_lr": (64, 2 if quick else 5), "adult_mlp": (8, 0.5 if quick else 1.5),
-            "mnist_cnn": (2, 0.25 if quick else 0.5)}
+            "mnist_cnn": (2 if quick else 4, 0.25 if quick else 0.5)}
     methods = {"1 process, 1 thread": dict(threads=1), "1 process, 2 threads": dict(threads=2),
                "loky, 2 workers x 1 thread": dict(workers=2, executor="loky"),
                "ray, 2 workers x 1 thread": dict(workers=2, executor="ray")}
@@ -260,6 +260,7 @@ def bench_sharding(out: Path, *, quick: bool, repeats: int) -> None:
     ray.shutdown()
     env["load_avg_after"] = os.getloadavg()[0]
     name = "sharding_quick" if quick else "sharding"
+    out.mkdir(parents=True, exist_ok=True)
     lines = [f"Sharding, measured in one run (interleaved, {repeats} repeats, medians): torch {env['torch']}, Ray "
              f"{env['ray']} (local, 2 CPUs, started in {env['ray_init_s']} s), {env['cpus']} CPUs, load average "
              f"{env['load_avg_before']:.2f} before and {env['load_avg_after']:.2f} after.", "",
