@@ -59,7 +59,8 @@ def single(data):
         torch.set_num_threads(before)
 
 
-def _assert_same_bank(a, b) -> None:
+def _assert_same_bank(a, b, tmp_path=None) -> None:
+    """Bit for bit; with ``tmp_path``, also the same bytes saved (what the train stage writes, and DVC hashes)."""
     assert a.n_models == b.n_models and a.steps == b.steps
     assert a.accounting == b.accounting  # σ, q, T, ε per model: exactly
     np.testing.assert_array_equal(a.membership, b.membership)
@@ -68,6 +69,10 @@ def _assert_same_bank(a, b) -> None:
         assert set(da) == set(db), attr
         for k in da:
             assert torch.equal(da[k], db[k]), (attr, k, (da[k].double() - db[k].double()).abs().max().item())
+    if tmp_path is not None:
+        a.save(tmp_path / "single.pt")
+        b.save(tmp_path / "sharded.pt")
+        assert (tmp_path / "single.pt").read_bytes() == (tmp_path / "sharded.pt").read_bytes()
 
 
 def test_shard_rows_cover_the_bank_in_order():
@@ -79,9 +84,9 @@ def test_shard_rows_cover_the_bank_in_order():
 
 
 @pytest.mark.parametrize("name", list(SPECS))
-def test_loky_shards_equal_the_single_process_bank(data, single, name):
+def test_loky_shards_equal_the_single_process_bank(data, single, name, tmp_path):
     b = _train(data, SPECS[name], workers=2, executor="loky")
-    _assert_same_bank(single[name], b)
+    _assert_same_bank(single[name], b, tmp_path)
 
 
 def test_in_process_shards_concatenate_to_the_bank(data, single):
@@ -151,10 +156,10 @@ def local_ray():
     ray.shutdown()
 
 
-def test_ray_shards_equal_the_single_process_bank(data, single, local_ray):
+def test_ray_shards_equal_the_single_process_bank(data, single, local_ray, tmp_path):
     for name in ("lr-dpsgd", "mlp-dpsgd_s"):
         b = _train(data, SPECS[name], workers=2, executor="ray")
-        _assert_same_bank(single[name], b)
+        _assert_same_bank(single[name], b, tmp_path)
 
 
 def test_ray_missing_names_the_key_and_file(data, tmp_path, monkeypatch):

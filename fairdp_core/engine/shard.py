@@ -16,6 +16,7 @@ workers memory-mapped), ``ray`` (one Ray task per shard, the data put in Ray's o
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import time
 from collections.abc import Callable
@@ -42,9 +43,12 @@ def shard_rows(M: int, shards: int) -> list[np.ndarray]:
     return [r.astype(np.int64) for r in np.array_split(np.arange(M), min(shards, M))]
 
 
-def concat_banks(parts: list[TrainedBank]) -> TrainedBank:
+def concat_banks(parts: list[TrainedBank], *, spec: TrainSpec | None = None) -> TrainedBank:
     """The shards of one bank, in row order, as one :class:`TrainedBank` (parameters, accounting, membership,
-    policy state and clipping diagnostics are all per model: concatenated along the model axis)."""
+    policy state and clipping diagnostics are all per model: concatenated along the model axis). ``spec``: the
+    caller's own TrainSpec object (equal to the shards'), kept as the bank's, so that the merged bank saves to the
+    bytes the single-process bank saves to (pickle writes a string once per object: which strings are one object
+    is part of the bytes, and the shards' copies came back from other processes)."""
     if not parts:
         raise ValueError("no shards to concatenate")
     first = parts[0]
@@ -54,13 +58,31 @@ def concat_banks(parts: list[TrainedBank]) -> TrainedBank:
     def cat(dicts: list[dict[str, torch.Tensor]]) -> dict[str, torch.Tensor]:
         return {k: torch.cat([d[k] for d in dicts]) for k in dicts[0]} if dicts[0] else {}
 
-    return TrainedBank(spec=first.spec, input_shape=first.input_shape, n_classes=first.n_classes,
+    if spec is not None and spec != first.spec:
+        raise ValueError("spec is not the shards' spec")
+    spec = first.spec if spec is None else spec
+    return TrainedBank(spec=spec, input_shape=first.input_shape, n_classes=first.n_classes,
                        params=cat([p.params for p in parts]),
-                       accounting=[a for p in parts for a in p.accounting],
+                       accounting=_one_object_per_string([a for p in parts for a in p.accounting], spec),
                        membership=np.concatenate([p.membership for p in parts]),
                        policy_state=cat([p.policy_state for p in parts]),
                        clip_stats=cat([p.clip_stats for p in parts]), steps=first.steps,
                        seconds=max(p.seconds for p in parts), seed=first.seed, factory=first.factory)
+
+
+def _one_object_per_string(accounting: list, spec: TrainSpec) -> list:
+    """The accounting with equal strings as one object, the spec's where it has one, as in a bank trained in one
+    process (its models share the spec's strings and the code's; shards come back from their workers with copies
+    of their own). Pickle memoises by identity: this makes a merged bank save to the single-process bytes."""
+    seen: dict[str, str] = {v: v for v in vars(spec).values() if isinstance(v, str)}
+
+    def one(v):
+        if isinstance(v, str):
+            return seen.setdefault(v, v)
+        return tuple(one(x) for x in v) if isinstance(v, tuple) else v
+
+    return [dataclasses.replace(a, **{f.name: one(getattr(a, f.name)) for f in dataclasses.fields(a)})
+            for a in accounting]
 
 
 def _train_shard(X, y, group, membership, spec, rows, widths, kwargs, threads) -> TrainedBank:
@@ -111,7 +133,7 @@ def train_bank_sharded(X: np.ndarray, y: np.ndarray, group: np.ndarray, membersh
               {**kwargs, "progress": progress and executor == "loky", "desc": f"{label} [shard {i + 1}/{n}]"}, threads)
              for i, rows in enumerate(shards)]
     parts = run.map(_train_shard, calls, shared=(X, y, group, membership), progress=progress, label=label)
-    bank = concat_banks(parts)
+    bank = concat_banks(parts, spec=spec)
     bank.seconds = time.perf_counter() - t0
     return bank
 

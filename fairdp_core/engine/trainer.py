@@ -404,7 +404,7 @@ def train_bank(X: np.ndarray, y: np.ndarray, group: np.ndarray, membership: np.n
             raise ValueError(f"models must be a non-empty list of rows in 0..{M - 1}")
         if widths is None:
             widths = bank_widths(membership, spec, seed=seed, stream_ids=stream_ids, sample_over=sample_over)
-        widths = torch.as_tensor(np.asarray(widths, dtype=np.int64))
+        widths = torch.tensor(np.asarray(widths, dtype=np.int64))  # a copy: Ray hands workers read-only arrays
         if widths.shape != (steps,):
             raise ValueError(f"widths must be [T={steps}], got {tuple(widths.shape)}")
         stream_ids = rows if stream_ids is None else np.asarray(stream_ids)[rows]
