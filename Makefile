@@ -46,9 +46,14 @@ clean-venv:
 breakages: $(STAMP)
 	$(BIN)/python tests/privacy_breakages.py
 
-.PHONY: bench bench-quick
+.PHONY: bench bench-quick bench-sharding
 bench: $(STAMP)
 	$(BIN)/python benchmarks/run.py
+	$(BIN)/python benchmarks/run.py --sharding
+
+# 1 process vs 2 worker processes (loky) vs 2 Ray tasks, interleaved: benchmarks/sharding.md
+bench-sharding: $(STAMP)
+	$(BIN)/python benchmarks/run.py --sharding
 
 bench-quick: $(STAMP)
 	$(BIN)/python benchmarks/run.py --quick

@@ -1,6 +1,8 @@
 """Throughput of the batched engine against Opacus, all measured in one run (ratios are what to read).
 
     python benchmarks/run.py [--quick] [--threads 2] [--out benchmarks]
+    python benchmarks/run.py --sharding [--quick] [--repeats 3]     # 1 vs 2 worker processes, Ray's overhead
+    python benchmarks/run.py --paper-adult [--workers 1 2] [--repeats 3]   # one paper-scale Adult/LR bank, real data
 
 Writes ``results.json`` (a list of records: workload, method, n_models, samples_per_s, model_epochs_per_s,
 gflops, ...) and ``results.md``. Workloads use synthetic data of the study's shapes: Adult-shaped (n = 32,000,
@@ -21,6 +23,8 @@ from pathlib import Path
 
 import numpy as np
 import torch
+
+os.environ.setdefault("MKL_CBWR", "COMPATIBLE")  # as the train stage: worker processes inherit it
 from opacus import GradSampleModule, PrivacyEngine
 from opacus.optimizers import DPOptimizer
 from torch import nn
@@ -124,7 +128,17 @@ def main() -> None:
     ap.add_argument("--out", default=str(Path(__file__).parent))
     ap.add_argument("--paper-scale", action="store_true",
                     help="only the paper-scale banks: 400 Adult/LR and 400 MNIST-10k/MLP DP-SGD models, 20 epochs")
+    ap.add_argument("--sharding", action="store_true",
+                    help="only the sharding benchmark: one process vs 2 worker processes (loky) vs 2 Ray tasks")
+    ap.add_argument("--repeats", type=int, default=3, help="--sharding: interleaved repeats (medians reported)")
+    ap.add_argument("--paper-adult", action="store_true",
+                    help="only one paper-scale Adult/LR DP-SGD bank on the prepared data: m = n, 2R = 400, 20 epochs")
+    ap.add_argument("--workers", type=int, nargs="+", default=[1, 2], help="--paper-adult: worker counts (loky)")
     args = ap.parse_args()
+    if args.sharding:
+        return bench_sharding(Path(args.out), quick=args.quick, repeats=args.repeats)
+    if args.paper_adult:
+        return paper_adult(Path(args.out), workers=args.workers, repeats=args.repeats)
     if args.paper_scale:
         torch.set_num_threads(args.threads)
         return paper_scale(Path(args.out))
@@ -189,6 +203,116 @@ def paper_scale(out: Path) -> None:
         recs.append(r)
         print(json.dumps(r), flush=True)
     (out / "paper_scale.json").write_text(json.dumps(recs, indent=1))
+
+
+def bench_sharding(out: Path, *, quick: bool, repeats: int) -> None:
+    """One bank trained five ways, interleaved ``repeats`` times (medians; ratios within this run): in this process
+    at 1 and at 2 torch threads, and sharded over 2 worker processes of one thread each, by loky and by Ray
+    (a local Ray of 2 CPUs); and the first half of the bank alone in this process, what each of 2 workers trains:
+    whole / half is the most 2 workers can gain, reached when both have a core to themselves. Pools and Ray are
+    started (and timed) before the repeats, so a repeat measures warm workers; the cold first calls are reported
+    apart. DP-SGD, C = 1, σ = 1, batch 256, synthetic data of the study's shapes."""
+    import statistics
+
+    from fairdp_core.engine import bank_widths, train_bank_sharded
+
+    plan = {"adult_lr": (64, 2 if quick else 5), "adult_mlp": (8, 0.5 if quick else 1.5),
+            "mnist_cnn": (2 if quick else 4, 0.25 if quick else 0.5)}
+    methods = {"1 process, 1 thread": dict(threads=1), "1 process, 2 threads": dict(threads=2),
+               "its first half alone, 1 process, 1 thread": dict(threads=1, half=True),
+               "loky, 2 workers x 1 thread": dict(workers=2, executor="loky"),
+               "ray, 2 workers x 1 thread": dict(workers=2, executor="ray")}
+    import ray
+
+    t0 = time.perf_counter()
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    env = {"ray_init_s": round(time.perf_counter() - t0, 2), "torch": torch.__version__, "repeats": repeats,
+           "cpus": os.cpu_count(), "load_avg_before": os.getloadavg()[0], "quick": quick,
+           "MKL_CBWR": os.environ.get("MKL_CBWR"), "ray": ray.__version__}
+    records = []
+    for wl, (M, epochs) in plan.items():
+        X, y, C, model_name = workload(wl)
+        n = len(y)
+        spec = TrainSpec(algorithm="dpsgd", model=model_name, epochs=epochs, batch_size=B, lr=0.1, clip=1.0,
+                         noise_multiplier=1.0)
+        args = (X, y, np.zeros(n, np.int64), np.ones((M, n), bool), spec)
+        kw = dict(n_classes=C, n_groups=2, seed=0, progress=False)
+
+        widths = bank_widths(args[3], spec, seed=0)
+
+        def run(m):
+            opts = dict(methods[m])
+            torch.set_num_threads(opts.pop("threads", 1))
+            t = time.perf_counter()
+            if opts.pop("half", False):  # what one of 2 workers trains: the lower bound of a 2-worker run's time
+                bank = train_bank(*args, **kw, models=np.arange(M // 2), widths=widths)
+            else:
+                bank = train_bank_sharded(*args, **kw, **opts)
+            return time.perf_counter() - t, bank.steps
+
+        cold = {m: round(run(m)[0], 2) for m in methods if "workers" in methods[m]}  # start pools / Ray workers
+        times: dict[str, list[float]] = {m: [] for m in methods}
+        for _ in range(repeats):
+            for m in methods:
+                s, steps = run(m)
+                times[m].append(s)
+        base = statistics.median(times["1 process, 1 thread"])
+        for m, ts in times.items():
+            med = statistics.median(ts)
+            r = {"workload": wl, "model": model_name, "n_models": M, "epochs": epochs, "steps": steps,
+                 "method": m, "median_s": round(med, 3), "min_s": round(min(ts), 3), "max_s": round(max(ts), 3),
+                 "speedup_vs_1_process_1_thread": round(base / med, 3), "cold_first_call_s": cold.get(m)}
+            records.append(r)
+            print(json.dumps(r), flush=True)
+    ray.shutdown()
+    env["load_avg_after"] = os.getloadavg()[0]
+    name = "sharding_quick" if quick else "sharding"
+    out.mkdir(parents=True, exist_ok=True)
+    lines = [f"Sharding, measured in one run (interleaved, {repeats} repeats, medians): torch {env['torch']}, Ray "
+             f"{env['ray']} (local, 2 CPUs, started in {env['ray_init_s']} s), {env['cpus']} CPUs, load average "
+             f"{env['load_avg_before']:.2f} before and {env['load_avg_after']:.2f} after.", "",
+             "| workload | M | method | median s | min–max s | × 1 process, 1 thread | cold first call s |",
+             "|---|---|---|---|---|---|---|"]
+    for r in records:
+        lines.append(f"| {r['workload']} | {r['n_models']} | {r['method']} | {r['median_s']} | {r['min_s']}–{r['max_s']} "
+                     f"| {r['speedup_vs_1_process_1_thread']:.2f} | {r['cold_first_call_s'] or ''} |")
+    (out / f"{name}.json").write_text(json.dumps({"environment": env, "records": records}, indent=1))
+    (out / f"{name}.md").write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+
+
+def paper_adult(out: Path, *, workers: list[int], repeats: int) -> None:
+    """Wall time of one paper-scale configuration on the prepared Adult data: m = n (every record audited, each
+    model on a stratified half), 2R = 400, 20 epochs, batch 256, lr 0.1, clip 5, DP-SGD at ε = 10 (the paper
+    profile's Adult/LR run), trained in this process (workers 1, one thread) or over that many loky workers of one
+    thread, interleaved ``repeats`` times; the first sharded call includes starting the worker pool."""
+    from fairdp_core.audit.design import audit_design
+    from fairdp_core.data.base import load
+    from fairdp_core.engine import train_bank_sharded
+
+    torch.set_num_threads(1)
+    data = load(Path(__file__).resolve().parents[1] / "data" / "prepared" / "adult")
+    tr = data.train
+    design = audit_design(tr.group, m=len(tr), R=200, min_per_group=50, rng=np.random.default_rng(0))
+    mem = design.training_membership()
+    spec = TrainSpec(algorithm="dpsgd", model="lr", epochs=20, batch_size=B, lr=0.1, clip=5.0, target_epsilon=10.0)
+    recs, first = [], {}
+    for rep in range(repeats):
+        for w in workers:
+            t0 = time.perf_counter()
+            bank = train_bank_sharded(tr.X, tr.y, tr.group, mem, spec, n_classes=data.n_classes,
+                                      n_groups=data.n_groups, seed=0, progress=True, workers=w,
+                                      desc=f"adult-lr-dpsgd-e10 (paper scale, {w} worker(s))")
+            wall = time.perf_counter() - t0
+            first.setdefault(w, bank.params["fc.weight"])
+            r = {"workload": "adult_lr_paper", "n_train": len(tr), "n_models": bank.n_models, "epochs": 20,
+                 "steps": bank.steps, "workers": w, "repeat": rep, "train_wall_s": round(wall, 1),
+                 "mean_pool": float(mem.sum(1).mean()), "load_avg": round(os.getloadavg()[0], 2),
+                 "same_as_1_worker": bool(torch.equal(first[w], first[workers[0]]))}
+            recs.append(r)
+            print(json.dumps(r), flush=True)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "paper_adult.json").write_text(json.dumps(recs, indent=1))
 
 
 def table(records, env) -> str:

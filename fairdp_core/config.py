@@ -19,6 +19,7 @@ __all__ = [
     "GENERATED_FILE",
     "AdaClipConfig",
     "AuditConfig",
+    "ComputeConfig",
     "ConfigError",
     "DataConfig",
     "DatasetOptions",
@@ -244,6 +245,40 @@ class AuditConfig(_Strict):
     looa: LooaConfig = Field(default_factory=LooaConfig)
 
 
+class ComputeConfig(_Strict):
+    """How banks are executed (an execution knob like ``train.threads``: no stage tracks it, results do not depend
+    on it). Each bank is split into ``workers`` shards of models trained in parallel, each shard in a process of
+    ``threads_per_worker`` torch threads (1: this process, ``train.threads`` threads). ``backend``: ``loky``
+    (worker processes on this machine) or ``ray`` (Ray tasks). ``ray_address``: ``local`` starts a Ray on this
+    machine, ``auto`` or ``host:port`` joins a running cluster (``ray start --head``); setting it selects Ray.
+    ``gpus_per_worker``: Ray's ``num_gpus`` per shard (a fraction shares a GPU; with ``train.device: cuda``)."""
+
+    workers: PositiveInt = 1
+    backend: Literal["loky", "ray"] = "loky"
+    ray_address: str | None = None
+    threads_per_worker: PositiveInt = 1
+    gpus_per_worker: Annotated[float, Field(ge=0.0)] = 0.0
+
+    @model_validator(mode="before")
+    @classmethod
+    def _ray_address_selects_ray(cls, data: Any) -> Any:
+        if isinstance(data, dict) and data.get("ray_address") is not None and "backend" not in data:
+            data = {**data, "backend": "ray"}
+        return data
+
+    @model_validator(mode="after")
+    def _consistent(self) -> ComputeConfig:
+        if self.ray_address is not None and self.backend != "ray":
+            raise ValueError(f"ray_address is set ({self.ray_address!r}) but backend is {self.backend!r}: set "
+                             "compute.backend: ray, or remove compute.ray_address")
+        if self.ray_address is not None and not self.ray_address.strip():
+            raise ValueError("ray_address: empty; use local, auto, host:port, or null")
+        if self.gpus_per_worker > 0 and self.backend != "ray":
+            raise ValueError("gpus_per_worker is Ray's num_gpus per shard: set compute.backend: ray (with loky, "
+                             "every worker uses train.device)")
+        return self
+
+
 class GridEntry(_Strict):
     """One block of the experiment grid: every algorithm × ε × seed for a dataset and model (SGD has no ε)."""
 
@@ -373,7 +408,7 @@ class Params(_Strict):
     """The whole params.yaml. ``seed`` is the study's one seed: every random stream derives from it."""
 
     seed: Annotated[int, Field(ge=0)]
-    profile: Literal["smoke", "default", "pilot", "pilot_law", "pilot_mnist_cnn", "paper", "custom"] = "custom"
+    profile: Literal["smoke", "default", "pilot", "pilot_law", "pilot_mnist_cnn", "paper", "gpu", "custom"] = "custom"
     data: DataConfig
     train: TrainConfig = Field(default_factory=TrainConfig)
     audit: AuditConfig = Field(default_factory=AuditConfig)
@@ -381,6 +416,7 @@ class Params(_Strict):
     sweep: SweepConfig | None = None
     report: ReportConfig = Field(default_factory=ReportConfig)
     beyond: BeyondConfig = Field(default_factory=BeyondConfig)
+    compute: ComputeConfig = Field(default_factory=ComputeConfig)
     runs: dict[str, RunSpec] = Field(default_factory=dict)
     designs: dict[str, dict[str, Any]] = Field(default_factory=dict)
     base_dir: Path = Field(default=Path("."), exclude=True)

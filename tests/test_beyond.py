@@ -379,3 +379,25 @@ def test_cifar10_loader_checks_the_hash_and_trains_the_gpu_profiles_cnn_end_to_e
         assert len(info["algorithms"][alg]["accuracy"]) == 2
     acc = info["algorithms"]["dpsgd"]["accounting"]
     assert acc["epsilon"] <= 2.0 + 1e-6 and acc["sampling"] == "poisson" and acc["sigma_g"] > 0
+
+
+def test_the_gpu_profile_trains_the_cifar_cnn_at_epsilon_2(tmp_path):
+    """profiles/gpu.yaml (merged on the default) holds the CIFAR-10 utility check: the dataset (downloaded, not in the
+    mirror), and the CIFAR CNN (GroupNorm) non-private and at ε = 2 over 3 seeds, beside the MNIST CNN."""
+    import shutil
+
+    from fairdp_core.cli import use_profile
+    from fairdp_core.config import load_params
+    from fairdp_core.data.loaders import REGISTRY
+
+    from .conftest import ROOT
+
+    shutil.copy(ROOT / "params.yaml", tmp_path / "params.yaml")
+    shutil.copytree(ROOT / "profiles", tmp_path / "profiles")
+    use_profile("gpu", tmp_path / "params.yaml", tmp_path / "profiles")
+    params = load_params(tmp_path / "params.yaml")
+    assert params.data.download and "cifar10" in params.data.datasets
+    u = {x.dataset: x for x in params.beyond.utility}
+    assert u["cifar10"].model == "cnn" and u["cifar10"].epsilon == 2.0 and u["cifar10"].seeds >= 3
+    assert u["mnist_full"].model == "cnn_relu" and u["mnist_full"].seeds >= 3
+    assert REGISTRY["cifar10"].files[0].urls[0].startswith("https://www.cs.toronto.edu/~kriz/")

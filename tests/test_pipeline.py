@@ -42,7 +42,7 @@ def law_smoke(project, monkeypatch):
     return project
 
 
-@pytest.mark.parametrize("profile", ["smoke", "default", "pilot", "pilot_law", "pilot_mnist_cnn", "paper"])
+@pytest.mark.parametrize("profile", ["smoke", "default", "pilot", "pilot_law", "pilot_mnist_cnn", "paper", "gpu"])
 def test_profiles_are_valid(project, profile):
     use_profile(profile, project / "params.yaml", project / "profiles")
     p = load_params(project / "params.yaml")
@@ -52,6 +52,14 @@ def test_profiles_are_valid(project, profile):
         assert p.audit.R == 200 and p.train.epochs == 20 and p.train.batch_size == 256 and p.train.lr == 0.1
         assert p.audit.m == "all" and p.train.clip == 5.0 and "law_paper" in p.data.datasets
         assert sum(1 for r in p.runs.values() if r.dataset == "adult") == 16 * (1 + 7 * 2)
+    if profile == "gpu":  # the paper's full grid: every dataset of the paper, m = n, 2R = 400, on CUDA, sharded
+        assert p.audit.m == "all" and p.audit.R == 200 and p.train.device == "cuda" and p.compute.workers > 1
+        assert {(g.dataset, g.model) for g in p.grid} == {(d, "lr") for d in ("adult", "bank", "credit", "law_paper",
+                                                                              "compas")} | {
+            ("mnist", "mlp"), ("mnist", "cnn"), ("utkface", "cnn")}
+        assert all(set(g.algorithms) == {"sgd", "dpsgd", "dpsgd_s"} and g.epsilons == [1, 10] for g in p.grid)
+        assert {g.dataset: g.seeds for g in p.grid}["adult"] == 16 and min(g.seeds for g in p.grid) >= 6
+        assert len(p.runs) == 5 * 16 * 5 + 3 * 6 * 5
     if profile in ("pilot", "pilot_law"):
         assert p.audit.m == "all" and p.audit.R == 50 and len(p.runs) == 8 * 4
     if profile == "pilot_mnist_cnn":
@@ -60,7 +68,7 @@ def test_profiles_are_valid(project, profile):
 
         specs = [train_plan(p, name)["spec"] for name in p.runs]
         assert len(specs) == 8 * 3 and {(s["lr"], s["epochs"]) for s in specs} == {(0.2, 2)}
-    if profile in ("pilot", "pilot_law", "paper"):
+    if profile in ("pilot", "pilot_law", "paper", "gpu"):
         # the paper's lr and bound reach every run: the profile's `overrides: {}` clears the default profile's
         # per-dataset overrides (it once merged them in, and the first pilot ran Adult at lr 0.5)
         from fairdp_core.stages.plan import train_plan

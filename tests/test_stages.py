@@ -149,6 +149,7 @@ def test_no_stage_tracks_execution_knobs():
         params = [p for p in (st.get("do", st).get("params") or []) if isinstance(p, str)]
         for knob in ("train.threads", "train.device", "audit.eval_batch"):
             assert knob not in params, (name, knob)
+        assert not [p for p in params if p == "compute" or p.startswith("compute.")], name  # sharding: tests/test_shard.py
     plan = json.loads(json.dumps(DVC["plan"]))
     assert "train" in plan["params"]  # plan reads train, but its outputs leave the knobs out:
     from fairdp_core.stages.plan import _SPEC_FROM_TRAIN
@@ -169,6 +170,7 @@ _RULES = {  # assignment -> (which train plans change: run name -> bool, do the 
     "train.lr=0.05": (lambda r: False, False),             # every dataset of the default grid overrides lr
     "train.threads=1": (lambda r: False, False),           # an execution knob
     "audit.eval_batch=128": (lambda r: False, False),      # an execution knob
+    "compute.workers=2": (lambda r: False, False),         # an execution knob (sharding a bank)
     "audit.n_perm=200": (lambda r: False, True),           # statistics only: no training
     "audit.n_boot=200": (lambda r: False, False),          # the outcome-fairness report's resamples only
     # τ: the DP-SGD-S runs (and the non-private variant) without their own τ; the sweep's runs carry theirs
@@ -200,7 +202,8 @@ def test_a_key_changes_exactly_the_plans_whose_effective_value_changes(tmp_path,
     trains, attack = _RULES[assignment]
     want = {k for k in before if (k.startswith("train/") and trains(k[6:-5])) or (attack and k.startswith("attack/"))}
     assert changed == want, (sorted(changed - want)[:5], sorted(want - changed)[:5])
-    assert changed or assignment.split("=")[0] in ("train.lr", "train.threads", "audit.eval_batch", "audit.n_boot")
+    assert changed or assignment.split("=")[0] in ("train.lr", "train.threads", "audit.eval_batch", "audit.n_boot",
+                                                     "compute.workers")
 
 
 def test_set_regenerates_runs_keeps_comments_and_names_bad_keys(tmp_path):

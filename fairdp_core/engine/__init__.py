@@ -1,4 +1,5 @@
-"""The batched trainer: sampling, clipping policies (one pure seam), noise and accounting."""
+"""The batched trainer: sampling, clipping policies (one pure seam), noise and accounting; banks sharded over
+worker processes or Ray tasks."""
 
 from .accounting import Accounting, bank_accounting, calibrate_sigma, combine_sigmas, epsilon, split_sigma
 from .backends import DenseBackend, FuncBackend, make_backend, stack_params
@@ -15,8 +16,9 @@ from .policies import (
     clip_factors,
     quantile_update,
 )
-from .sampling import PoissonBank, bernoulli_positions
-from .trainer import ALGORITHMS, TrainedBank, TrainSpec, model_generators, release_key, train_bank
+from .sampling import PoissonBank, batch_sizes, bernoulli_positions
+from .shard import ShardError, concat_banks, shard_rows, train_bank_sharded
+from .trainer import ALGORITHMS, TrainedBank, TrainSpec, bank_widths, model_generators, release_key, train_bank
 
 __all__ = [
     "ALGORITHMS",
@@ -33,19 +35,25 @@ __all__ = [
     "GroupQuantileClip",
     "NoClip",
     "PoissonBank",
+    "ShardError",
     "TrainSpec",
     "TrainedBank",
     "bank_accounting",
+    "bank_widths",
+    "batch_sizes",
     "bernoulli_positions",
     "calibrate_sigma",
     "clip_factors",
+    "concat_banks",
     "combine_sigmas",
     "epsilon",
     "make_backend",
     "model_generators",
     "quantile_update",
     "release_key",
+    "shard_rows",
     "split_sigma",
     "stack_params",
     "train_bank",
+    "train_bank_sharded",
 ]

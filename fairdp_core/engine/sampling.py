@@ -14,7 +14,7 @@ import math
 
 import torch
 
-__all__ = ["PoissonBank", "bernoulli_positions"]
+__all__ = ["PoissonBank", "batch_sizes", "bernoulli_positions"]
 
 
 def bernoulli_positions(size: int, q: float, generator: torch.Generator) -> torch.Tensor:
@@ -36,6 +36,19 @@ def bernoulli_positions(size: int, q: float, generator: torch.Generator) -> torc
     return pos[pos < size].to(torch.int64)
 
 
+def batch_sizes(pool_sizes: list[int], sample_rate: list[float], generators: list[torch.Generator], steps: int, *,
+                block: int = 32) -> torch.Tensor:
+    """[M, steps] int64: the sizes of the Poisson batches :class:`PoissonBank` draws from the same generators (the
+    same draws, in the same order, without building the batches). Their max over models at step t is the padded
+    width W_t of a bank's step t."""
+    out = torch.zeros(len(pool_sizes), steps, dtype=torch.int64)
+    for m, (n, q, g) in enumerate(zip(pool_sizes, sample_rate, generators)):
+        for s in range(0, steps, block):
+            pos = bernoulli_positions(block * n, q, g)
+            out[m, s:s + block] = torch.bincount(pos // max(n, 1), minlength=block)[: steps - s]
+    return out
+
+
 class PoissonBank:
     """Per-model Poisson batches over per-model pools.
 
@@ -43,10 +56,13 @@ class PoissonBank:
     ``sample_rate``: list of M rates q_m. ``generators``: M ``torch.Generator`` (one stream per model).
     :meth:`next` returns (indices [M, W] int64 into the global data, weights [M, W] float32 in {0, 1}); padding
     entries have weight 0 and index 0.
+
+    ``widths`` ([steps] int, optional): pad step t to at least ``widths[t]`` entries. A shard of a bank passes the
+    whole bank's widths, so that its matmuls see the shapes, and give the bits, of the whole bank's.
     """
 
     def __init__(self, pools: list[torch.Tensor], sample_rate: list[float], generators: list[torch.Generator],
-                 *, block: int = 32) -> None:
+                 *, block: int = 32, widths: torch.Tensor | None = None) -> None:
         if not (len(pools) == len(sample_rate) == len(generators)):
             raise ValueError("pools, sample_rate and generators must have one entry per model")
         self.pools = pools
@@ -61,6 +77,8 @@ class PoissonBank:
         self._buf: torch.Tensor | None = None  # [M, block, W] local indices
         self._valid: torch.Tensor | None = None
         self._t = block
+        self.widths = widths
+        self._step = 0
 
     def _draw_block(self, m: int) -> tuple[torch.Tensor, torch.Tensor]:
         """Model m's next ``block`` batches: local indices [block, W] and validity [block, W]."""
@@ -95,4 +113,11 @@ class PoissonBank:
         W = int(valid.sum(1).max()) if valid.numel() else 0
         local, valid = local[:, :W], valid[:, :W]
         idx = self._pool_pad.gather(1, local) * valid
-        return idx, valid.to(torch.float32)
+        weights = valid.to(torch.float32)
+        if self.widths is not None:
+            pad = int(self.widths[self._step]) - W
+            if pad < 0:
+                raise ValueError(f"step {self._step}: a batch of {W} exceeds the given width {int(self.widths[self._step])}")
+            idx, weights = (torch.nn.functional.pad(a, (0, pad)) for a in (idx, weights))
+        self._step += 1
+        return idx, weights

@@ -51,9 +51,10 @@ from .policies import (
     GroupQuantileClip,
     NoClip,
 )
-from .sampling import PoissonBank
+from .sampling import PoissonBank, batch_sizes
 
-__all__ = ["ALGORITHMS", "Algorithm", "TrainSpec", "TrainedBank", "model_generators", "release_key", "train_bank"]
+__all__ = ["ALGORITHMS", "Algorithm", "TrainSpec", "TrainedBank", "bank_widths", "model_generators", "release_key",
+           "train_bank"]
 
 Algorithm = Literal["sgd", "dpsgd", "dpsgd_s", "dpsgd_s_paper", "dpsgd_s_paper_code", "dpsgd_s_nonprivate",
                     "dpsgd_f", "global_adapt", "adaclip"]
@@ -330,11 +331,36 @@ def _public_assumptions(spec: TrainSpec) -> tuple[str, ...]:
     return tuple(out)
 
 
+def _schedule(sample_over: np.ndarray, spec: TrainSpec) -> tuple[list[torch.Tensor], np.ndarray, np.ndarray, int]:
+    """(pools: each model's record indices, n_m [M], q_m = B / n_m [M], T = round(E·mean(n_m) / B)) of a bank."""
+    pools = [torch.as_tensor(np.flatnonzero(r)) for r in sample_over]
+    n_m = np.array([len(p) for p in pools], dtype=np.float64)
+    if (n_m < spec.batch_size).any():
+        raise ValueError(f"every model needs at least batch_size={spec.batch_size} records; smallest has {n_m.min():.0f}")
+    return pools, n_m, spec.batch_size / n_m, int(round(spec.epochs * n_m.mean() / spec.batch_size))
+
+
+def bank_widths(membership: np.ndarray, spec: TrainSpec, *, seed: int, stream_ids: np.ndarray | None = None,
+                sample_over: np.ndarray | None = None, models: np.ndarray | None = None) -> np.ndarray:
+    """[T] int64: per step, the largest Poisson batch among the rows ``models`` (default all) of the bank that
+    ``train_bank`` would train with these arguments: its padded batch width. The max over a bank's shards is the
+    whole bank's width, which ``train_bank(models=..., widths=...)`` pads to."""
+    membership = np.asarray(membership, dtype=bool)
+    sample_over = membership if sample_over is None else np.asarray(sample_over, dtype=bool)
+    _, n_m, q, steps = _schedule(sample_over, spec)
+    rows = np.arange(len(n_m)) if models is None else np.asarray(models, dtype=np.int64)
+    ids = rows if stream_ids is None else np.asarray(stream_ids)[rows]
+    gens = [g["sample"] for g in model_generators(seed, len(rows), stream_ids=ids)]
+    sizes = batch_sizes([int(n_m[i]) for i in rows], [float(q[i]) for i in rows], gens, steps)
+    return sizes.amax(0).numpy()
+
+
 def train_bank(X: np.ndarray, y: np.ndarray, group: np.ndarray, membership: np.ndarray, spec: TrainSpec, *,
                n_classes: int, n_groups: int, seed: int, device: str | None = None,
                progress: bool = True, desc: str | None = None, stream_ids: np.ndarray | None = None,
                sample_over: np.ndarray | None = None,
-               module_factory: Callable[[], nn.Module] | None = None) -> TrainedBank:
+               module_factory: Callable[[], nn.Module] | None = None,
+               models: np.ndarray | None = None, widths: np.ndarray | None = None) -> TrainedBank:
     """Train M = membership.shape[0] models; model m on the records where ``membership[m]`` is True.
 
     X [n, ...] float32, y [n] int64, group [n] int64, membership [M, n] bool. Returns a :class:`TrainedBank`
@@ -348,6 +374,12 @@ def train_bank(X: np.ndarray, y: np.ndarray, group: np.ndarray, membership: np.n
     ``module_factory``: a custom model (a callable returning a fresh ``nn.Module`` of one architecture) instead of
     ``spec.model``; its layers must be the engine's (:func:`~fairdp_core.engine.backends.check_module` raises
     :class:`~fairdp_core.engine.backends.UnsupportedModule` otherwise, naming them).
+
+    ``models`` (int [M']): train only these rows of the bank, a shard (:mod:`~fairdp_core.engine.shard`). T and σ
+    are still the whole bank's (T from the mean pool size over every row, σ calibrated at the largest q of every
+    row), row m keeps stream ``stream_ids[m]`` (default m), and each step's batch is padded to the whole bank's
+    width (``widths`` [T] from :func:`bank_widths`; None: computed here, from every row's sampling stream), so the
+    matmuls have the whole bank's shapes and each row trains, bit for bit, as it does in the whole bank.
     """
     membership = np.asarray(membership, dtype=bool)
     if membership.ndim != 2 or membership.shape[1] != len(y):
@@ -364,13 +396,20 @@ def train_bank(X: np.ndarray, y: np.ndarray, group: np.ndarray, membership: np.n
     if len(group) and (group.min() < 0 or group.max() >= K):
         raise ValueError(f"group labels must lie in 0..{K - 1} (n_groups={K})")
     Xt, yt, gt = (torch.as_tensor(np.require(a, requirements="W")).to(dev) for a in (X, y, group))
-    pools = [torch.as_tensor(np.flatnonzero(r)) for r in sample_over]
-    n_m = np.array([len(p) for p in pools], dtype=np.float64)
-    if (n_m < spec.batch_size).any():
-        raise ValueError(f"every model needs at least batch_size={spec.batch_size} records; smallest has {n_m.min():.0f}")
-    q = spec.batch_size / n_m  # [M]
-    steps = int(round(spec.epochs * n_m.mean() / spec.batch_size))
+    pools, n_m, q, steps = _schedule(sample_over, spec)  # q [M]
     sigma_g, sigma_b, sigma_s, sigma_eff = _sigmas(spec, float(q.max()), steps)  # calibrated at the largest q: safe for all
+    if models is not None:  # a shard: T and σ above are the whole bank's; each row keeps its own stream id
+        rows = np.asarray(models, dtype=np.int64)
+        if rows.ndim != 1 or len(rows) == 0 or rows.min() < 0 or rows.max() >= M:
+            raise ValueError(f"models must be a non-empty list of rows in 0..{M - 1}")
+        if widths is None:
+            widths = bank_widths(membership, spec, seed=seed, stream_ids=stream_ids, sample_over=sample_over)
+        widths = torch.tensor(np.asarray(widths, dtype=np.int64))  # a copy: Ray hands workers read-only arrays
+        if widths.shape != (steps,):
+            raise ValueError(f"widths must be [T={steps}], got {tuple(widths.shape)}")
+        stream_ids = rows if stream_ids is None else np.asarray(stream_ids)[rows]
+        membership, sample_over = membership[rows], sample_over[rows]
+        pools, n_m, q, M = [pools[i] for i in rows], n_m[rows], q[rows], len(rows)
 
     gens = model_generators(seed, M, release=release_key(spec), device=dev, stream_ids=stream_ids)
     member_t = torch.as_tensor(membership).to(dev) if masked else None
@@ -384,7 +423,7 @@ def train_bank(X: np.ndarray, y: np.ndarray, group: np.ndarray, membership: np.n
     params = {k: v.to(dev) for k, v in stack_params(modules).items()}
     backend = make_backend(modules[0].to(dev))
     policy = _policy(spec, M, K, sigma_g, sigma_b, sigma_s, gens, dev)
-    sampler = PoissonBank(pools, q.tolist(), [g["sample"] for g in gens])
+    sampler = PoissonBank(pools, q.tolist(), [g["sample"] for g in gens], widths=widths if models is not None else None)
     names = list(params)
     sizes = [params[n][0].numel() for n in names]
     noise_bank = _NoiseBank([g["noise"] for g in gens], sum(sizes), dev) if spec.algorithm != "sgd" else None

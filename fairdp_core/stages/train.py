@@ -6,6 +6,10 @@ confidence [2R, m] on the audit records, test predictions [2R, n_test]), ``train
 group, the majority-class rate, the bank's accounting: ε as the maximum over its models, the range of q) and,
 for a PA-LOOA run, ``looa.npz`` (its coupled bank's scores on the targets). Wall-clock timings go to
 ``results/timings/train-<run>.json``, outside every tracked output, so reruns are byte-identical.
+
+Each bank is split over ``compute.workers`` worker processes (joblib/loky) or Ray tasks (``compute.backend: ray``,
+``compute.ray_address``): an execution knob, like ``train.threads``, that no stage tracks; the sharded bank is the
+single-process bank (:mod:`fairdp_core.engine.shard`, tests/test_shard.py).
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ from ..audit.design import AuditDesign, looa_design
 from ..audit.signals import logit_confidence
 from ..config import Params, load_params
 from ..data.base import GroupedData, load
-from ..engine import TrainSpec, bank_accounting, train_bank
+from ..engine import ShardError, TrainSpec, bank_accounting, train_bank_sharded
 from . import jsonable, read_plan, write_timings
 
 __all__ = ["main", "run_train"]
@@ -45,10 +49,11 @@ def run_train(params: Params, name: str, out: str | os.PathLike, *, plan: dict, 
     timings: dict[str, float] = {}
     with atomic_dir(out) as tmp:
         t0 = time.perf_counter()
-        bank = train_bank(data.train.X, data.train.y, data.train.group, design.training_membership(), spec,
-                          n_classes=data.n_classes, n_groups=K, device=params.train.device, seed=plan["bank_seed"],
-                          progress=progress, desc=name)
+        bank = _train(params, data.train.X, data.train.y, data.train.group, design.training_membership(), spec,
+                      n_classes=data.n_classes, n_groups=K, device=params.train.device, seed=plan["bank_seed"],
+                      progress=progress, desc=name)
         timings["train_s"] = time.perf_counter() - t0
+        timings["workers"] = params.compute.workers
         t0 = time.perf_counter()
         idx = design.audit_idx
         loss, logits = bank.evaluate(data.train.X[idx], data.train.y[idx], batch_size=eval_batch)
@@ -86,6 +91,18 @@ def run_train(params: Params, name: str, out: str | os.PathLike, *, plan: dict, 
     return info
 
 
+def _train(params: Params, *args, **kwargs):
+    """``train_bank`` sharded as params.yaml's ``compute`` section says; an executor that cannot run (Ray missing or
+    unreachable) is an error naming the keys and the file."""
+    c = params.compute
+    try:
+        return train_bank_sharded(*args, workers=c.workers, executor=c.backend, ray_address=c.ray_address,
+                                  threads=c.threads_per_worker, gpus_per_worker=c.gpus_per_worker, **kwargs)
+    except ShardError as e:
+        raise ShardError(f"{params.base_dir / 'params.yaml'}: compute (backend: {c.backend}, ray_address: "
+                         f"{c.ray_address}, workers: {c.workers}): {e}") from e
+
+
 def _clipping(bank, group_names) -> dict | None:
     """Per group: the fraction of its per-sample gradients that were clipped over training (pooled over the
     bank's models) and the final bound (mean over models). A diagnostic outside ε; None for SGD."""
@@ -104,9 +121,9 @@ def _train_looa(params, name, spec, la, data, design, path, progress) -> None:
     ld = looa_design(data.train.group, L=la["L"], R=la["R"], min_per_group=1, rng=rng, candidates=design.audit_idx)
     targets = ld.targets
     n, M = len(data.train), len(ld.is_in)
-    bank = train_bank(data.train.X, data.train.y, data.train.group, ld.membership, spec, n_classes=data.n_classes,
-                      n_groups=data.n_groups, seed=la["bank_seed"], progress=progress, desc=f"{name} LOOA",
-                      stream_ids=ld.stream_ids, sample_over=np.ones((M, n), dtype=bool), device=params.train.device)
+    bank = _train(params, data.train.X, data.train.y, data.train.group, ld.membership, spec, n_classes=data.n_classes,
+                  n_groups=data.n_groups, seed=la["bank_seed"], progress=progress, desc=f"{name} LOOA",
+                  stream_ids=ld.stream_ids, sample_over=np.ones((M, n), dtype=bool), device=params.train.device)
     loss, _ = bank.evaluate(data.train.X[targets], data.train.y[targets])
     L = len(targets)
     s = np.stack([-loss[ld.target_of_row == t, t] for t in range(L)], axis=1)
