@@ -16,8 +16,22 @@ from .conftest import ROOT
 def test_project_params_are_valid():
     p = load_params(ROOT / "params.yaml")
     assert p.seed >= 0
-    assert set(p.data.datasets) == {"adult", "bank", "credit", "law", "law_paper", "compas", "mnist", "utkface"}
+    assert set(p.data.datasets) == {"adult", "bank", "credit", "law", "law_paper", "compas", "mnist", "utkface",
+                                    # issue 13's variants: the attribute out of the inputs; MNIST's 60,000
+                                    "adult_blind", "law_paper_blind", "compas_blind", "mnist_full"}
     assert p.data.datasets["mnist"].train_size == 10000
+    for blind in ("adult_blind", "law_paper_blind", "compas_blind"):
+        opts = p.data.datasets[blind]
+        assert opts.source == blind.removesuffix("_blind") and not opts.group_as_feature
+
+
+def test_a_dataset_variant_names_a_known_source(write_params):
+    from fairdp_core.config import ConfigError
+
+    with pytest.raises(ConfigError, match=r"datasets.x_blind.source: unknown dataset 'adlt'"):
+        load_params(write_params({"data.datasets.x_blind": {"source": "adlt"}}))
+    with pytest.raises(ConfigError, match=r"datasets.adult_x: unknown dataset.*source"):
+        load_params(write_params({"data.datasets.adult_x": {"group": "sex"}}))
 
 
 @pytest.mark.parametrize(
