@@ -318,8 +318,8 @@ class AttributeInferenceConfig(_Strict):
 class InversionConfig(_Strict):
     """Model inversion (issue 13) of the image runs of ``datasets`` (algorithm in ``beyond.algorithms``): the first
     ``models`` models of each bank, ``restarts`` starting points per class, Adam (``lr``) for ``steps`` on
-    log p_c − ``tv``·TV − ``l2``·mean(x²). The evaluators (the dataset's CNN, trained without privacy on 80% of the
-    test split, checked on the other 20%) train ``evaluator_epochs`` at ``evaluator_lr``."""
+    log p_c − ``tv``·TV − ``l2``·mean(x²). The evaluators (trained without privacy on data disjoint from the attacked
+    models': ``evaluator_pool``, else 80% of the test split) train ``evaluator_epochs`` at ``evaluator_lr``."""
 
     datasets: list[str] = Field(default_factory=list)
     models: PositiveInt = 4
@@ -330,6 +330,11 @@ class InversionConfig(_Strict):
     l2: Annotated[float, Field(ge=0.0)] = 0.01
     evaluator_epochs: Positive = 10.0
     evaluator_lr: Positive = 0.1
+    # per attacked dataset: a configured dataset of the same source whose training records outside the attacked pool
+    # train the evaluators (e.g. mnist: mnist_full, the 50,000 MNIST images the 10,000-image pool leaves out), and the
+    # evaluators' architecture (default: the dataset's cnn)
+    evaluator_pool: dict[str, str] = Field(default_factory=dict)
+    evaluator_model: dict[str, ModelName] = Field(default_factory=dict)
 
 
 class UtilityConfig(_Strict):
@@ -437,7 +442,9 @@ class Params(_Strict):
                                  "'<dataset>-<model>-<algorithm>' of a configured dataset")
         b = self.beyond
         for key, names in (("attribute", b.attribute.datasets), ("inversion", b.inversion.datasets),
-                           ("utility", [u.dataset for u in b.utility])):
+                           ("utility", [u.dataset for u in b.utility]),
+                           ("inversion.evaluator_pool",
+                            [*b.inversion.evaluator_pool, *b.inversion.evaluator_pool.values()])):
             for ds in names:
                 if ds not in self.data.datasets:
                     raise ValueError(f"beyond.{key}: dataset {ds!r} is not configured under data.datasets")

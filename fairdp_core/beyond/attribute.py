@@ -5,10 +5,12 @@ The adversary knows a record (x without its sensitive attribute a, and its label
 - **Lowest loss** (the attribute is a model input; Yeom et al. 2018, Fredrikson et al. 2014): set a's one-hot block
   to each value of its public vocabulary in turn, and guess the value whose loss on y is lowest (ties broken at
   random). A value maps to a group (COMPAS: six race values, two groups).
-- **Meta-classifier** (the attribute is not an input): per attacked model, a logistic regression on the model's
-  log-probabilities placed in the block of the record's label (and the label itself), fitted on public records
-  with known attribute (the test split, which no model trained on) queried through the same model. Its
-  label-only twin (the label alone) is the baseline: what the distribution says without the model.
+- **Meta-classifier** (the attribute is not an input): per attacked model, a balanced logistic regression on the
+  model's log-probabilities placed in the block of the record's label (and the label itself), fitted on public
+  records with known attribute (the test split, which no model trained on) queried through the same model.
+- **Baselines without the model**, for both: the label alone (the balanced-accuracy-optimal rule per label) and the
+  record's other features with its label (imputation, fitted on the same public records): what the distribution
+  says. An attack that does no better than imputation learns nothing from the model about the attribute.
 
 Success is scored on the audit records, where every record is a member of R models and a non-member of the other R
 (rows 2r, 2r + 1 of the design are complementary). The member − non-member gap in a group is the model's leak of
@@ -30,8 +32,8 @@ from scipy import stats
 
 from ..audit.inference import group_inference, variance_parts
 
-__all__ = ["AttributeResult", "attribute_inference_summary", "label_only_guesses", "lowest_loss_guesses",
-           "meta_classifier_guesses", "pair_inference"]
+__all__ = ["AttributeResult", "attribute_inference_summary", "imputation_guesses", "label_only_guesses",
+           "lowest_loss_guesses", "meta_classifier_guesses", "pair_inference"]
 
 
 def lowest_loss_guesses(loss_fn: Callable[[np.ndarray, np.ndarray], np.ndarray], X: np.ndarray, y: np.ndarray,
@@ -71,7 +73,8 @@ def _meta_features(logits: np.ndarray, y: np.ndarray, n_classes: int) -> np.ndar
 def meta_classifier_guesses(public_logits: np.ndarray, public_y: np.ndarray, public_attr: np.ndarray,
                             target_logits: np.ndarray, target_y: np.ndarray, *, n_classes: int,
                             seed: int = 0) -> np.ndarray:
-    """[M, N] guessed group from each model's outputs: per model m a logistic regression fitted on
+    """[M, N] guessed group from each model's outputs: per model m a balanced logistic regression (each group
+    weighted by the inverse of its share: balanced accuracy is the metric) fitted on
     (``public_logits[m]`` [P, C], ``public_y``) → ``public_attr`` and applied to (``target_logits[m]`` [N, C],
     ``target_y``)."""
     from sklearn.linear_model import LogisticRegression
@@ -79,21 +82,40 @@ def meta_classifier_guesses(public_logits: np.ndarray, public_y: np.ndarray, pub
     M = public_logits.shape[0]
     out = np.empty((M, len(target_y)), dtype=np.int64)
     for m in range(M):
-        clf = LogisticRegression(max_iter=2000, random_state=seed % 2**32)
+        clf = LogisticRegression(max_iter=2000, class_weight="balanced", random_state=seed % 2**32)
         clf.fit(_meta_features(public_logits[m], public_y, n_classes), public_attr)
         out[m] = clf.predict(_meta_features(target_logits[m], target_y, n_classes))
     return out
 
 
 def label_only_guesses(public_y: np.ndarray, public_attr: np.ndarray, target_y: np.ndarray, *, n_classes: int,
-                       n_models: int) -> np.ndarray:
-    """[n_models, N]: the meta-classifier's baseline without the model, the most frequent attribute among public
-    records of the same label (the same for every model)."""
+                       n_models: int, n_groups: int | None = None) -> np.ndarray:
+    """[n_models, N]: what the label alone says, the balanced-accuracy-optimal rule fitted on public records: per
+    label y, the attribute value k maximising P(a = k | y) / P(a = k) (the majority per label would maximise raw
+    accuracy and always guess the majority group). The same for every model."""
+    K = int(n_groups or public_attr.max() + 1)
+    prior = np.bincount(public_attr, minlength=K) / len(public_attr)
     best = np.zeros(n_classes, dtype=np.int64)
     for c in range(n_classes):
         a = public_attr[public_y == c]
-        best[c] = np.bincount(a).argmax() if len(a) else np.bincount(public_attr).argmax()
+        cond = np.bincount(a, minlength=K) / len(a) if len(a) else prior
+        best[c] = int(np.argmax(np.where(prior > 0, cond / np.maximum(prior, 1e-12), -1.0)))
     return np.broadcast_to(best[target_y], (n_models, len(target_y))).copy()
+
+
+def imputation_guesses(public_X: np.ndarray, public_y: np.ndarray, public_attr: np.ndarray, target_X: np.ndarray,
+                       target_y: np.ndarray, *, n_classes: int, n_models: int, seed: int = 0) -> np.ndarray:
+    """[n_models, N]: the attribute imputed from the record's other features and its label, without the model (a
+    balanced logistic regression fitted on public records): what the data alone say. ``*_X`` must exclude the
+    attribute's own columns. The same for every model."""
+    from sklearn.linear_model import LogisticRegression
+
+    def feats(X, y):
+        return np.concatenate([np.asarray(X, np.float64).reshape(len(y), -1), np.eye(n_classes)[y]], axis=1)
+
+    clf = LogisticRegression(max_iter=2000, class_weight="balanced", random_state=seed % 2**32)
+    clf.fit(feats(public_X, public_y), public_attr)
+    return np.broadcast_to(clf.predict(feats(target_X, target_y)), (n_models, len(target_y))).copy()
 
 
 def pair_inference(c: np.ndarray, group: np.ndarray, n_groups: int, weights: dict[int, float], *,

@@ -29,12 +29,20 @@ SOURCE_CLAIMS = {"membership": (78.0, 52.0), "attribute": (65.0, 50.0), "inversi
 def _t_over_units(values: np.ndarray, alpha: float, *, bounds: tuple[float, float] | None = None
                   ) -> tuple[float, float, float]:
     """Mean of independent units with its t interval (NaN bounds with fewer than two units), cut to ``bounds``
-    (a rate's [0, 1]) when given."""
+    (a rate's [0, 1]) when given. Units that all agree at a bound of a rate (every reconstruction recognised, or
+    none) have no spread for a t interval: the interval is then Clopper–Pearson's with the units as the trials
+    (n units all at 1: [(α/2)^(1/n), 1]), which does not pretend to certainty."""
     v = np.asarray(values, float)
     m = float(v.mean())
     if len(v) < 2:
         return m, float("nan"), float("nan")
-    h = float(stats.t.ppf(1 - alpha / 2, len(v) - 1)) * float(v.std(ddof=1)) / math.sqrt(len(v))
+    sd = float(v.std(ddof=1))
+    if sd == 0 and bounds is not None and m in bounds:
+        from ..audit.stats import clopper_pearson
+
+        lo, hi = clopper_pearson(int(round(m * len(v))), len(v), alpha)
+        return m, float(lo), float(hi)
+    h = float(stats.t.ppf(1 - alpha / 2, len(v) - 1)) * sd / math.sqrt(len(v))
     lo, hi = m - h, m + h
     if bounds is not None:
         lo, hi = max(lo, bounds[0]), min(hi, bounds[1])
@@ -62,32 +70,35 @@ def membership_by_run(train_dir: str | Path, runs: dict[str, dict], names: list[
 
 def inversion_by_class(recon: pd.DataFrame, *, alpha: float = 0.05) -> pd.DataFrame:
     """Per run and class: the evaluator's accuracy on the reconstructions (mean over models and restarts, t interval
-    over model pairs, the independent units), the RMS distance to the class mean, and how often the nearest class
-    mean is the class's own."""
+    over models, the independent units of an inversion: :func:`_t_over_units`), the RMS distance to the class mean
+    and to the other classes' means, and how often the nearest class mean is the class's own."""
     keys = ["run", "dataset", "model", "algorithm", "epsilon", "seed", "class", "class_index"]
     rows = []
     for k, sub in recon.groupby(keys, dropna=False, sort=False):
-        per_pair = sub.groupby("pair")["success"].mean().to_numpy()
-        m, lo, hi = _t_over_units(per_pair, alpha, bounds=(0.0, 1.0))
+        per_model = sub.groupby("model_index")["success"].mean().to_numpy()
+        m, lo, hi = _t_over_units(per_model, alpha, bounds=(0.0, 1.0))
         rows.append({**dict(zip(keys, k)), "success": m, "success_lo": lo, "success_hi": hi,
                      "dist_own_mean": float(sub["dist_own_mean"].mean()),
+                     "dist_other_means": float(sub["dist_other_means"].mean()),
                      "nearest_mean_is_own": float(sub["nearest_mean_is_own"].mean()),
                      "confidence": float(sub["confidence"].mean()), "n": len(sub)})
     return pd.DataFrame(rows)
 
 
 def inversion_by_run(recon: pd.DataFrame, *, alpha: float = 0.05) -> pd.DataFrame:
-    """Per run: the evaluator's accuracy over all classes (t interval over model pairs), chance 1/C, the advantage
-    (accuracy − 1/C)·C/(C − 1) and the mean RMS distance to the own class mean."""
+    """Per run: the evaluator's accuracy over all classes (interval over models, :func:`_t_over_units`), chance 1/C,
+    the advantage (accuracy − 1/C)·C/(C − 1), and the mean RMS distances to the own class mean and to the others'."""
     keys = ["run", "dataset", "model", "algorithm", "epsilon", "seed"]
     rows = []
     for k, sub in recon.groupby(keys, dropna=False, sort=False):
         C = sub["class_index"].nunique()
-        m, lo, hi = _t_over_units(sub.groupby("pair")["success"].mean().to_numpy(), alpha, bounds=(0.0, 1.0))
+        m, lo, hi = _t_over_units(sub.groupby("model_index")["success"].mean().to_numpy(), alpha, bounds=(0.0, 1.0))
         scale = C / (C - 1)
         rows.append({**dict(zip(keys, k)), "success": m, "success_lo": lo, "success_hi": hi, "chance": 1 / C,
                      "advantage": (m - 1 / C) * scale, "advantage_lo": (lo - 1 / C) * scale,
-                     "advantage_hi": (hi - 1 / C) * scale, "dist_own_mean": float(sub["dist_own_mean"].mean())})
+                     "advantage_hi": (hi - 1 / C) * scale, "dist_own_mean": float(sub["dist_own_mean"].mean()),
+                     "dist_other_means": float(sub["dist_other_means"].mean()),
+                     "n_models": int(sub["model_index"].nunique())})
     return pd.DataFrame(rows)
 
 
