@@ -39,6 +39,8 @@ def _stages() -> list[tuple[str, str, list[str], str | None]]:
                 out.append((f"report@{item}", module, deps, f"notebooks/{item}.py"))
         elif name == "quickstart":
             out.append((name, module, deps, "notebooks/quickstart.py"))
+        elif name == "synth_report":
+            out.append((name, module, deps, "notebooks/synthetic_data.py"))
         else:
             out.append((name, module, deps, None))
     return out

@@ -13,7 +13,7 @@ from torch import nn
 from ..models import build_model
 from .layout import Layout, discretise
 
-__all__ = ["audit_losses", "fidelity", "fit_classifier", "utility"]
+__all__ = ["audit_losses", "fidelity", "fit_classifier", "predict_proba", "utility"]
 
 
 def fit_classifier(X: np.ndarray, y: np.ndarray, *, n_classes: int, model: str = "lr", epochs: float = 3.0,
@@ -38,16 +38,16 @@ def fit_classifier(X: np.ndarray, y: np.ndarray, *, n_classes: int, model: str =
 
 
 @torch.no_grad()
-def _proba(clf: nn.Module, X: np.ndarray) -> np.ndarray:
+def predict_proba(clf: nn.Module, X: np.ndarray) -> np.ndarray:
+    """Class probabilities of ``clf`` on X: float64 [n, C]."""
     return torch.softmax(clf(torch.as_tensor(X, dtype=torch.float32)), 1).numpy().astype(np.float64)
 
 
-def utility(clf: nn.Module, X: np.ndarray, y: np.ndarray, group: np.ndarray,
-            group_names: tuple[str, ...]) -> list[dict]:
-    """Accuracy, ROC AUC (binary: positive class 1) and F1 (binary; macro otherwise) of ``clf`` on the real test
-    split, overall and per group: rows ``{"group": "all" | name, "n", "accuracy", "auc", "f1",
-    "positive_rate"}`` (AUC None where a group has one class)."""
-    p = _proba(clf, X)
+def utility(p: np.ndarray, y: np.ndarray, group: np.ndarray, group_names: tuple[str, ...]) -> list[dict]:
+    """Accuracy, ROC AUC (binary: positive class 1) and F1 (binary; macro otherwise) of predicted probabilities
+    ``p`` [n, C] on the real test split, overall and per group: rows ``{"group": "all" | name, "n", "accuracy",
+    "auc", "f1", "positive_rate"}`` (AUC None where a group has one class)."""
+    p = np.asarray(p, dtype=np.float64)
     pred = p.argmax(1)
     binary = p.shape[1] == 2
     rows = []

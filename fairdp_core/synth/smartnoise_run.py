@@ -3,7 +3,7 @@
 smartnoise-synth 1.0.8 pins opacus < 0.15 (0.14.0), which conflicts with the project's opacus 1.6, so this module
 runs in its own environment, ``.venv-synth`` (``make synth-venv``: torch 2.13 CPU, smartnoise-synth 1.0.8,
 packaging), and imports nothing of fairdp_core but the numpy/pandas-only :mod:`fairdp_core.synth.layout`,
-:mod:`fairdp_core.data.base` and :mod:`fairdp_core.atomic`:
+:mod:`fairdp_core.data.base`, :mod:`fairdp_core.seeding` and :mod:`fairdp_core.atomic`:
 
     .venv-synth/bin/python -m fairdp_core.synth.smartnoise_run DATASET [--params params.yaml]
 
@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import json
 import time
-import zlib
 from pathlib import Path
 
 import numpy as np
@@ -29,6 +28,7 @@ import yaml
 
 from ..atomic import atomic_dir
 from ..data.base import load
+from ..seeding import derive_seed
 from .layout import Layout, discretise
 
 __all__ = ["decode_codes", "main", "to_frame"]
@@ -62,13 +62,6 @@ def decode_codes(df: pd.DataFrame, layout: Layout, *, bins: int) -> tuple[np.nda
         X[np.arange(len(df)), s + df[f"c{j}"].to_numpy(np.int64)] = 1.0
         j += 1
     return X, df["label"].to_numpy(np.int64)
-
-
-def _seed(root: int, *labels) -> int:
-    """The same derivation as fairdp_core.seeding.derive_seed (not imported: it pulls nothing heavy, but this
-    environment keeps to the listed modules)."""
-    key = tuple(int(x) if isinstance(x, int) else zlib.crc32(str(x).encode()) for x in labels)
-    return int(np.random.SeedSequence(root, spawn_key=key).generate_state(1, np.uint64)[0] % (2**63 - 1))
 
 
 def synthesize(method: str, df: pd.DataFrame, public: pd.DataFrame, *, epsilon: float, delta: float, n: int,
@@ -122,7 +115,7 @@ def main(argv: list[str] | None = None) -> int:
                 for seed in range(int(s["seeds"])):
                     t0 = time.perf_counter()
                     syn = synthesize(method, df, public, epsilon=eps, delta=delta, n=int(s["n_synth"]),
-                                     seed=_seed(seed_root, "synth", args.dataset, method, float(eps), seed),
+                                     seed=derive_seed(seed_root, "synth", args.dataset, method, float(eps), seed),
                                      gan_epochs=int(s["smartnoise"]["gan_epochs"]))
                     X, y = decode_codes(syn, layout, bins=bins)
                     key = f"{method}-e{eps:g}-s{seed}".replace(".", "p")
