@@ -46,7 +46,6 @@ synth = None
 import json
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 from IPython.display import Markdown, display
 

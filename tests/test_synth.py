@@ -141,6 +141,22 @@ def test_generator_is_post_processing_of_the_releases():
     assert not torch.equal(r1.generator.net[0].weight, r3.generator.net[0].weight)
 
 
+def test_training_releases_at_the_calibrated_sigma_and_clip():
+    """Every step's release is called with the σ the accountant was charged and the spec's C and B."""
+    X, y = toy(400, 0)
+    seen = []
+
+    def spy(per_sample, labels, **kw):
+        seen.append(kw)
+        return private_gradient(per_sample, labels, **kw)
+
+    spec = DPDSynSpec(epochs=1, batch_size=50, clip=0.7, target_epsilon=3.0, synth_batch=16)
+    res = train_dpdsyn(X, y, Layout.from_names(NAMES, SCHEMA), spec, n_classes=2, seed=0, release=spy)
+    assert len(seen) == res.accounting["steps"] == 8
+    assert all(k["sigma"] == res.accounting["sigma"] > 0 and k["clip"] == 0.7 and k["batch_size"] == 50
+               for k in seen)
+
+
 def test_synthetic_table_has_the_prepared_schema():
     X, y = toy(500, 0)
     lay = Layout.from_names(NAMES, SCHEMA)

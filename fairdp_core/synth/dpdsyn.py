@@ -56,7 +56,7 @@ from ..seeding import derive_seed
 from .layout import Layout
 
 __all__ = ["DPDSynSpec", "Generator", "SynthResult", "calibrate_dpdsyn", "dpdsyn_epsilon", "noisy_label_marginal",
-           "per_sample_grads", "private_gradient", "sample_table", "train_dpdsyn"]
+           "per_sample_grads", "private_gradient", "reinit_", "sample_table", "train_dpdsyn"]
 
 
 @dataclass(frozen=True)
@@ -214,13 +214,22 @@ def _clipped_class_means(per_sample: torch.Tensor, labels: torch.Tensor, n_class
 
 
 def _task_params(model: nn.Module, gen: torch.Generator) -> dict[str, torch.Tensor]:
-    """Fresh task parameters: PyTorch's default init, drawn from ``gen`` (uniform ±1/√fan_in)."""
+    """Fresh parameters for ``model`` (linear layers only), drawn from ``gen``: uniform ±1/√fan_in, the scale of
+    PyTorch's default init."""
     out = {}
     for k, p in model.named_parameters():
         fan_in = p.shape[1] if p.ndim > 1 else model.get_submodule(k.rsplit(".", 1)[0]).weight.shape[1]
         b = 1.0 / math.sqrt(fan_in)
         out[k] = (torch.rand(p.shape, generator=gen) * 2 - 1) * b
     return out
+
+
+@torch.no_grad()
+def reinit_(model: nn.Module, gen: torch.Generator) -> nn.Module:
+    """Re-initialise ``model``'s parameters in place from ``gen`` (:func:`_task_params`); returns it."""
+    for k, v in _task_params(model, gen).items():
+        model.get_parameter(k).copy_(v)
+    return model
 
 
 # ------------------------------------------------------------------------------------------- training
@@ -272,8 +281,8 @@ def train_dpdsyn(X: np.ndarray, y: np.ndarray, layout: Layout, spec: DPDSynSpec,
     sample_rng = np.random.default_rng(derive_seed(seed, "dpdsyn", "poisson"))
     noise_gen = tgen("gradient_noise")
     latent_gen, task_gen = tgen("latent"), tgen("task_init")
-    torch.manual_seed(derive_seed(seed, "dpdsyn", "generator_init"))  # nn.Linear's init reads the global stream
     G = Generator(layout, n_classes, noise_dim=spec.noise_dim, hidden=spec.hidden)
+    reinit_(G, tgen("generator_init"))  # from this synthesizer's own stream, not the global one
     task = build_model(spec.task_model, (d,), n_classes, hidden=spec.task_hidden)
     for p in task.parameters():
         p.requires_grad_(False)
@@ -303,7 +312,6 @@ def train_dpdsyn(X: np.ndarray, y: np.ndarray, layout: Layout, spec: DPDSynSpec,
             0, sum(v.numel() for v in theta.values()))
         released = release(priv, yt[idx], n_classes=n_classes, clip=spec.clip, sigma=sigma,
                            batch_size=spec.batch_size, generator=noise_gen)
-        del priv, idx
         if on_release is not None:
             on_release(t, released)
         # post-processing of the releases from here on

@@ -11,6 +11,7 @@ from sklearn.metrics import accuracy_score, f1_score, roc_auc_score
 from torch import nn
 
 from ..models import build_model
+from .dpdsyn import reinit_
 from .layout import Layout, discretise
 
 __all__ = ["audit_losses", "fidelity", "fit_classifier", "predict_proba", "utility"]
@@ -21,8 +22,7 @@ def fit_classifier(X: np.ndarray, y: np.ndarray, *, n_classes: int, model: str =
     """The downstream classifier: the project's ``model`` trained by plain (non-private) minibatch SGD on a table
     X [n, d], y [n] (synthetic or real), shuffled batches of ``batch_size``, ``epochs`` passes, step ``lr``."""
     gen = torch.Generator().manual_seed(seed)
-    torch.manual_seed(seed)
-    m = build_model(model, (X.shape[1],), n_classes, hidden=hidden)
+    m = reinit_(build_model(model, (X.shape[1],), n_classes, hidden=hidden), gen)
     opt = torch.optim.SGD(m.parameters(), lr=lr)
     Xt, yt = torch.as_tensor(X, dtype=torch.float32), torch.as_tensor(y, dtype=torch.long)
     steps = max(1, int(round(epochs * len(yt) / batch_size)))

@@ -58,7 +58,7 @@ def decode_codes(df: pd.DataFrame, layout: Layout, *, bins: int) -> tuple[np.nda
     for i in layout.numeric:
         X[:, i] = -1.0 + (df[f"c{j}"].to_numpy(np.float64) + 0.5) * 2.0 / bins
         j += 1
-    for _, s, e in layout.blocks:
+    for _, s, _e in layout.blocks:
         X[np.arange(len(df)), s + df[f"c{j}"].to_numpy(np.int64)] = 1.0
         j += 1
     return X, df["label"].to_numpy(np.int64)
