@@ -91,6 +91,11 @@ table(a.rename(columns={"epsilon_target": "ε (target)", "sigma": "σ", "sigma_c
       "The accounting of every DP configuration: noise multipliers, clip C, Poisson rate q, steps T, δ, the accountant "
       "and the ε spent (max over seeds). smartnoise rows: their own accounting (σ, q, T not exposed).",
       floatfmt="{:.4g}", csv="accounting", rows=20)
+refusals = [f"{METHOD_LABELS[r['method']]} at ε = {r['epsilon']:g} (seed {r['seed']}) on {d}: “{r['reason']}”"
+            for d, s in summ.items() for r in s.get("refused", [])]
+if refusals:
+    display(Markdown("**Refused runs** (no table released, so no utility; they count as missing, not as failures): "
+                     + "; ".join(refusals) + "."))
 
 # %% [markdown]
 # ## Utility: train on synthetic, test on real

@@ -68,7 +68,7 @@ def run_synth(params: Params, dataset: str, out: str | os.PathLike) -> tuple[dic
     layout = Layout.from_data(data)
     tr, te = data.train, data.test
     base_dir = params.resolve("results/synth_baseline") / dataset
-    util, fid, acc_rows, timings = [], [], [], {}
+    util, fid, acc_rows, timings, refusals = [], [], [], {}, []
     down = s.downstream
 
     def classify(X, y, seed_labels):
@@ -114,6 +114,11 @@ def run_synth(params: Params, dataset: str, out: str | os.PathLike) -> tuple[dic
             else:  # a smartnoise baseline's table
                 key = f"{method}-e{eps:g}-s{seed}".replace(".", "p")
                 path = base_dir / f"{key}.npz"
+                refused = json.loads((base_dir / "refused.json").read_text()) if (base_dir / "refused.json"
+                                                                                  ).is_file() else {}
+                if key in refused:
+                    refusals.append({"method": method, "epsilon": eps, "seed": seed, "reason": refused[key]})
+                    continue
                 if not path.is_file():
                     raise FileNotFoundError(f"{path} missing: run `make synth-venv` and the synth_baseline stage")
                 with np.load(path) as z:
@@ -132,7 +137,7 @@ def run_synth(params: Params, dataset: str, out: str | os.PathLike) -> tuple[dic
                "majority_rate": float(max(np.mean(te.y == k) for k in range(data.n_classes))),
                "methods": list(s.methods), "epsilons": list(s.epsilons), "seeds": s.seeds, "n_synth": s.n_synth,
                "downstream": down.model_dump(), "dpdsyn": s.dpdsyn.model_dump(), "dpsgd": s.dpsgd.model_dump(),
-               "seconds": timings}
+               "seconds": timings, "refused": refusals}
     with atomic_dir(out) as tmp:
         util_df.to_csv(tmp / "utility.csv", index=False)
         fid_df.to_csv(tmp / "fidelity.csv", index=False)

@@ -100,6 +100,8 @@ def claim_verdicts(util: pd.DataFrame, alpha: float = 0.05) -> pd.DataFrame:
             lo_e, hi_e = min(eps_all), max(eps_all)
             small = [r for b in base if (r := _diff(util, ds, "dpdsyn", b, lo_e, alpha))]
             large = [r for b in base if (r := _diff(util, ds, "dpdsyn", b, hi_e, alpha))]
+            if not small or not large:
+                continue
             s = max(small, key=lambda r: -r[0])  # against the strongest baseline (the smallest advantage)
             lg = max(large, key=lambda r: -r[0])
             fades = (s[2] is not None and lg[1] is not None and s[2] < lg[1])

@@ -7,8 +7,9 @@ packaging), and imports nothing of fairdp_core but the numpy/pandas-only :mod:`f
 
     .venv-synth/bin/python -m fairdp_core.synth.smartnoise_run DATASET [--params params.yaml]
 
-writes ``results/synth_baseline/<dataset>/<method>-e<ε>-s<seed>.npz`` (X float32 [n_synth, d], y int64) and
-``timings.json``. The records are handed to smartnoise as categorical codes: numeric columns in the public
+writes ``results/synth_baseline/<dataset>/<method>-e<ε>-s<seed>.npz`` (X float32 [n_synth, d], y int64),
+``timings.json`` and ``refused.json`` (the runs a synthesizer refused, with its message: PATE-CTGAN raises for an ε
+too small for one round of its teachers). The records are handed to smartnoise as categorical codes: numeric columns in the public
 equal-width bins of [-1, 1] (decoded back to bin midpoints), one-hot blocks as their index, the label as a column.
 The category sets come from the public schema, never from the records: the transformer is fitted on a public
 frame that lists every code, so smartnoise spends no budget and learns nothing from the data in preprocessing;
@@ -108,21 +109,29 @@ def main(argv: list[str] | None = None) -> int:
     public = public_frame(layout, bins=bins, n_classes=data.n_classes)
     methods = [m for m in s["methods"] if m in ("mst", "patectgan", "dpctgan")]
     out = Path(args.out or base / "results/synth_baseline" / args.dataset)
-    timings = {}
+    timings, refused = {}, {}
     with atomic_dir(out) as tmp:
         for method in methods:
             for eps in s["epsilons"]:
                 for seed in range(int(s["seeds"])):
                     t0 = time.perf_counter()
-                    syn = synthesize(method, df, public, epsilon=eps, delta=delta, n=int(s["n_synth"]),
-                                     seed=derive_seed(seed_root, "synth", args.dataset, method, float(eps), seed),
-                                     gan_epochs=int(s["smartnoise"]["gan_epochs"]))
-                    X, y = decode_codes(syn, layout, bins=bins)
                     key = f"{method}-e{eps:g}-s{seed}".replace(".", "p")
+                    try:
+                        syn = synthesize(method, df, public, epsilon=eps, delta=delta, n=int(s["n_synth"]),
+                                         seed=derive_seed(seed_root, "synth", args.dataset, method, float(eps), seed),
+                                         gan_epochs=int(s["smartnoise"]["gan_epochs"]))
+                    except ValueError as e:  # PATE-CTGAN refuses a budget too small for one teacher round
+                        if "epsilon" not in str(e).lower():
+                            raise
+                        refused[key] = str(e)
+                        print(json.dumps({"dataset": args.dataset, "run": key, "refused": str(e)}), flush=True)
+                        continue
+                    X, y = decode_codes(syn, layout, bins=bins)
                     np.savez(tmp / f"{key}.npz", X=X, y=y)
                     timings[key] = round(time.perf_counter() - t0, 3)
                     print(json.dumps({"dataset": args.dataset, "run": key, "seconds": timings[key]}), flush=True)
         (tmp / "timings.json").write_text(json.dumps(timings, indent=1) + "\n")
+        (tmp / "refused.json").write_text(json.dumps(refused, indent=1) + "\n")
     return 0
 
 
