@@ -35,7 +35,7 @@ def dpdsyn_spec(params: Params, *, epsilon: float | None):
 
     c = params.synth.dpdsyn
     return DPDSynSpec(**c.model_dump(), target_epsilon=epsilon, noise_multiplier=None if epsilon else 0.0,
-                      delta=params.train.delta, accountant=params.train.accountant)
+                      delta=params.train.delta, accountant=params.synth.accountant)
 
 
 def _dpsgd_proba(params: Params, data: GroupedData, X: np.ndarray, y: np.ndarray, g: np.ndarray, *,
@@ -47,7 +47,7 @@ def _dpsgd_proba(params: Params, data: GroupedData, X: np.ndarray, y: np.ndarray
 
     c = params.synth.dpsgd
     spec = TrainSpec(algorithm="dpsgd", model="lr", epochs=c.epochs, batch_size=c.batch_size, lr=c.lr, clip=c.clip,
-                     target_epsilon=epsilon, delta=params.train.delta, accountant=params.train.accountant)
+                     target_epsilon=epsilon, delta=params.train.delta, accountant=params.synth.accountant)
     mem = np.ones((1, len(y)), bool) if membership is None else membership
     bank = train_bank(X, y, g, mem, spec, n_classes=data.n_classes, n_groups=data.n_groups, seed=seed,
                       progress=False)
