@@ -8,12 +8,12 @@ packaging), and imports nothing of fairdp_core but the numpy/pandas-only :mod:`f
     .venv-synth/bin/python -m fairdp_core.synth.smartnoise_run DATASET [--params params.yaml]
 
 writes ``results/synth_baseline/<dataset>/<method>-e<ε>-s<seed>.npz`` (X float32 [n_synth, d], y int64),
-``timings.json`` and ``refused.json`` (the runs a synthesizer refused, with its message: PATE-CTGAN raises for an ε
-too small for one round of its teachers). The records are handed to smartnoise as categorical codes: numeric
-columns in the public equal-width bins of [-1, 1] (decoded back to bin midpoints), one-hot blocks as their index,
-the label as a column. The category sets come from the public schema, never from the records: the transformer is fitted on a public
-frame that lists every code, so smartnoise spends no budget and learns nothing from the data in preprocessing;
-ε and δ are the synthesizer's whole budget (smartnoise's own accounting).
+``timings.json`` and ``refused.json`` (the runs a synthesizer refused, with its message: PATE-CTGAN raises for
+an ε too small for one round of its teachers). The records are handed to smartnoise as categorical codes:
+numeric columns in the public equal-width bins of [-1, 1] (decoded back to bin midpoints), one-hot blocks as
+their index, the label as a column. The category sets come from the public schema, never from the records: the
+transformer is fitted on a public frame that lists every code, so smartnoise spends no budget and learns nothing
+from the data in preprocessing; ε and δ are the synthesizer's whole budget (smartnoise's own accounting).
 """
 
 from __future__ import annotations
