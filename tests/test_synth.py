@@ -224,3 +224,18 @@ def test_task_oriented_generator_beats_a_random_generator():
     assert a_trained >= a_random + 0.05, (a_trained, a_random, a_real)
     assert a_trained - a_random >= 0.5 * (a_real - a_random), (a_trained, a_random, a_real)
     assert a_trained <= a_real + 0.02
+
+
+def test_unknown_synth_key_fails_naming_key_and_file(tmp_path):
+    """params.yaml's synth section is strict: a typo stops the run naming the key path and the file."""
+    import shutil
+    from pathlib import Path
+
+    from fairdp_core.config import ConfigError, load_params
+
+    root = Path(__file__).resolve().parents[1]
+    shutil.copy(root / "runs.yaml", tmp_path / "runs.yaml")
+    text = (root / "params.yaml").read_text().replace("  n_synth: 10000", "  n_synht: 10000", 1)
+    (tmp_path / "params.yaml").write_text(text)
+    with pytest.raises(ConfigError, match=r"params.yaml: synth.n_synht: unknown key"):
+        load_params(tmp_path / "params.yaml")
