@@ -90,7 +90,7 @@ a["method"] = a["method"].map(METHOD_LABELS)
 table(a.rename(columns={"epsilon_target": "ε (target)", "sigma": "σ", "sigma_c": "σ_c", "delta": "δ"}),
       "The accounting of every DP configuration: noise multipliers, clip C, Poisson rate q, steps T, δ, the accountant "
       "and the ε spent (max over seeds). smartnoise rows: their own accounting (σ, q, T not exposed).",
-      floatfmt="{:.4g}", csv="accounting", rows=20)
+      floatfmt="{:.4g}", csv="accounting", rows=10)
 refusals = [f"{METHOD_LABELS[r['method']]} at ε = {r['epsilon']:g} (seed {r['seed']}) on {d}: “{r['reason']}”"
             for d, s in summ.items() for r in s.get("refused", [])]
 if refusals:
@@ -115,7 +115,7 @@ show_cols = ["dataset", "label", "epsilon", "seeds", "accuracy_pct", "accuracy_l
 table(overall[show_cols].rename(columns={"label": "method", "auc_pct": "AUC (%)", "f1_pct": "F1 (%)",
                                          "accuracy_lo": "acc. low", "accuracy_hi": "acc. high"}),
       "Overall utility on the real test split: accuracy (%) with its 95% t interval over seeds, AUC and F1 (%), "
-      "mean over seeds; ε — = no DP.", csv="utility_overall", rows=16)
+      "mean over seeds; ε — = no DP.", csv="utility_overall", rows=12)
 
 # %% [markdown]
 # ## Utility per group
@@ -131,7 +131,7 @@ for d, s in summ.items():
     wide["gap_pp"] = wide[g0] - wide[g1]
     table(wide.rename(columns={"label": "method", "eps_label": "ε"}),
           f"{d}: accuracy (%) per group on the real test split, mean over seeds; gap = {g0} − {g1} (pp).",
-          csv=f"utility_by_group_{d}", rows=12)
+          csv=f"utility_by_group_{d}", rows=10)
 
 # %% [markdown]
 # ## Fidelity
@@ -144,7 +144,7 @@ f = fid.groupby(["dataset", "method", "epsilon"], dropna=False, sort=False)[
     ["tv_1way", "tv_2way", "tv_2way_max", "corr_gap"]].mean().reset_index()
 f["method"] = f["method"].map(METHOD_LABELS)
 table(f, "Fidelity to the real training pool, mean over seeds: TV of 1-way and 2-way marginals (mean; 2-way max), "
-      "correlation gap; lower is closer.", floatfmt="{:.3f}", csv="fidelity", rows=16)
+      "correlation gap; lower is closer.", floatfmt="{:.3f}", csv="fidelity", rows=10)
 
 # %% [markdown]
 # ## Wall time
@@ -160,7 +160,7 @@ for d, s in summ.items():
                    "epsilon": "no DP" if e[1:] == "None" else e[1:], "seconds": v})
 wt = pd.DataFrame(wt).groupby(["dataset", "method", "epsilon"], sort=False)["seconds"].mean().reset_index()
 table(wt, "Wall time (s) per trained synthesizer or model, mean over seeds.", floatfmt="{:.1f}",
-      csv="wall_time", rows=16)
+      csv="wall_time", rows=8)
 
 # %% [markdown]
 # ## Group privacy of the route: PA-ALOOA on the downstream classifier
@@ -215,7 +215,7 @@ display(Markdown("**The route's group privacy, in words:**\n\n" + "\n".join(verd
 cv = claim_verdicts(util, alpha)
 if len(cv):
     table(cv.rename(columns={"diff_pp": "difference (pp)"}), "The issue's claims per dataset and ε: difference (pp), "
-          "95% Welch t interval over seeds (— with one seed), seeds per arm, verdict.", csv="claims", rows=20)
+          "95% Welch t interval over seeds (— with one seed), seeds per arm, verdict.", csv="claims", rows=12)
     counts = cv.assign(kind=cv.claim.str[:2]).groupby("kind")["verdict"].agg(lambda v: "; ".join(
         f"{k}: {n}" for k, n in v.str.split(" \\(").str[0].value_counts().items()))
     display(Markdown("**Verdict counts per claim** (over datasets × ε): " + " · ".join(
