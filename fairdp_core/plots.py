@@ -422,6 +422,8 @@ def synth_accuracy(df: pd.DataFrame, *, refs: pd.DataFrame | None = None, title:
                 else:
                     ax.axhline(r["accuracy_pct"], color=_color(r["label"]), ls="--", lw=1.2)
         ax.set_xscale("log")
+        lo_y, hi_y = ax.get_ylim()
+        ax.set_ylim(max(0.0, lo_y), min(100.0, hi_y))  # a t interval over 3 seeds can run past 0 or 100
         ax.set_title(ds)
         ax.set_xlabel("ε (log scale)")
         ax.set_ylabel("test accuracy (%)")
