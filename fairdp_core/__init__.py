@@ -11,7 +11,7 @@ import importlib
 __version__ = "0.1.0"
 
 _SUBMODULES = ("audit", "config", "data", "engine", "fairness", "models", "opacus_compat", "plots", "reporting",
-               "results", "seeding", "stages", "synth")
+               "results", "seeding", "stages")
 _NAMES = {"ConfigError": "config", "Params": "config", "load_params": "config", "TrainSpec": "engine",
           "TrainedBank": "engine", "train_bank": "engine"}
 
