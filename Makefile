@@ -18,7 +18,11 @@ export MALLOC_TRIM_THRESHOLD_ ?= 68719476736
 # fairdp_core/stages/__init__.py): a bank is the same bytes in every process.
 export MKL_CBWR ?= COMPATIBLE
 
-.PHONY: install test repro lint clean-venv
+.PHONY: install test repro lint clean-venv synth-venv
+# The smartnoise-synth baselines (issue 14) in their own venv: smartnoise-synth 1.0.8 pins opacus < 0.15 (0.14.0),
+# which conflicts with the project's opacus 1.6. Same torch build; `packaging` is an undeclared import of its GANs.
+SYNTH_VENV := .venv-synth
+SYNTH_STAMP := $(SYNTH_VENV)/.fairdp-installed
 
 install: $(STAMP)
 
@@ -32,7 +36,16 @@ $(STAMP): pyproject.toml
 test: $(STAMP)
 	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/python -m pytest $(PYTEST_ARGS)
 
-repro: $(STAMP)
+synth-venv: $(SYNTH_STAMP)
+
+$(SYNTH_STAMP):
+	test -x $(SYNTH_VENV)/bin/python || $(PYTHON) -m venv $(SYNTH_VENV)
+	$(SYNTH_VENV)/bin/python -m pip install -q --upgrade pip
+	$(SYNTH_VENV)/bin/python -m pip install -q "$(TORCH_SPEC)"
+	$(SYNTH_VENV)/bin/python -m pip install -q "smartnoise-synth==1.0.8" packaging pyyaml
+	touch $(SYNTH_STAMP)
+
+repro: $(STAMP) $(SYNTH_STAMP)
 	$(if $(PROFILE),$(BIN)/fairdp use-profile $(PROFILE),$(BIN)/fairdp grid --write)
 	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/dvc repro $(DVC_ARGS)
 

@@ -39,6 +39,7 @@ __all__ = [
     "reconstruction_grid",
     "risk_vs_epsilon",
     "sweep_lines",
+    "synth_accuracy",
 ]
 
 sns.set_theme(style="whitegrid", context="notebook")
@@ -54,6 +55,12 @@ ALGORITHM_COLORS = {
     "DPSGD-F": "#E69F00",
     "DPSGD-Global-Adapt": "#56B4E9",
     "AdaClip": "#000000",
+    # the synthetic-data route (issue 14); SGD (real data) and DP-SGD keep their colours
+    "DPDSyn": "#C0392B",
+    "DPDSyn (no noise)": "#F1948A",
+    "MST": "#7D3C98",
+    "PATE-CTGAN": "#17BECF",
+    "DP-CTGAN": "#B7950B",
 }
 ATTACK_LABELS = {
     "alooa_cross_fit": "PA-ALOOA cross-fitted", "alooa_in_sample": "PA-ALOOA in-sample (paper)",
@@ -520,3 +527,39 @@ def reconstruction_grid(images: dict[str, np.ndarray], class_names, *, title: st
     fig.tight_layout()
     fig.fairdp_colors = {}
     return fig
+
+def synth_accuracy(df: pd.DataFrame, *, refs: pd.DataFrame | None = None, title: str = "") -> plt.Figure:
+    """Train on synthetic, test on real: accuracy (%) against ε (log) per dataset, one line per method with its t
+    interval over seeds (``label``, ``epsilon``, ``accuracy_pct``, ``accuracy_lo``, ``accuracy_hi``); ``refs``
+    (``dataset``, ``label``, ``accuracy_pct``, ε NaN): horizontal dashed lines for the non-private references, and
+    ``majority_pct`` dotted when given."""
+    datasets = list(dict.fromkeys(df["dataset"]))
+    fig, axes = _grid(1, len(datasets), w=5.2, h=3.2)
+    axes = np.atleast_1d(axes).ravel()
+    labels = list(dict.fromkeys(list(df["label"]) + ([] if refs is None else list(refs["label"]))))
+    for ax, ds in zip(axes, datasets):
+        sub = df[df.dataset == ds]
+        for lab, g in sub.groupby("label", sort=False):
+            g = g.sort_values("epsilon")
+            lo = (g["accuracy_pct"] - g["accuracy_lo"]).fillna(0).clip(lower=0)
+            hi = (g["accuracy_hi"] - g["accuracy_pct"]).fillna(0).clip(lower=0)
+            ax.errorbar(g["epsilon"], g["accuracy_pct"], yerr=[lo, hi], marker="o", ms=4, capsize=3,
+                        color=_color(lab), label=lab)
+        if refs is not None:
+            for _, r in refs[refs.dataset == ds].iterrows():
+                if r["label"] == "majority class":
+                    ax.axhline(r["accuracy_pct"], color="#999999", ls=":", lw=1)
+                else:
+                    ax.axhline(r["accuracy_pct"], color=_color(r["label"]), ls="--", lw=1.2)
+        ax.set_xscale("log")
+        lo_y, hi_y = ax.get_ylim()
+        ax.set_ylim(max(0.0, lo_y), min(100.0, hi_y))  # a t interval over 3 seeds can run past 0 or 100
+        ax.set_title(ds)
+        ax.set_xlabel("ε (log scale)")
+        ax.set_ylabel("test accuracy (%)")
+    shown = [lab for lab in labels if lab != "majority class"]
+    _legend_below(fig, shown)
+    if title:
+        fig.suptitle(title)
+    _finish(fig, (len(shown) + 3) // 4)
+    return _tag(fig, [lab for lab in labels if lab != "majority class"])

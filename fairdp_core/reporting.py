@@ -45,7 +45,8 @@ __all__ = [
     "seeds_for_power",
 ]
 
-NOTEBOOKS = ("audit_comparison", "dpsgd_s_sweep", "group_gpr", "outcome_fairness", "quickstart", "beyond_membership")
+NOTEBOOKS = ("audit_comparison", "dpsgd_s_sweep", "group_gpr", "outcome_fairness", "quickstart", "beyond_membership",
+             "synthetic_data")
 
 # The reference paper's reported examples (STUDY.md §1; Δ in pp of attack advantage, mean over 5 seeds).
 PAPER_REPORTED = {
@@ -104,6 +105,9 @@ def notebook_parameters(params: Params, name: str) -> dict[str, object]:
         "audit_comparison": {"looa_runs": list(params.audit.looa.runs), "n_null": params.audit.n_null, "seed": params.seed},
         "dpsgd_s_sweep": {"sweep": None if params.sweep is None else params.sweep.model_dump()},
         "group_gpr": {"seed": params.seed},
+        "synthetic_data": {"seed": params.seed, "synth_dir": str(params.resolve("results/synth")),
+                           "synth_audit_dir": str(params.resolve("results/synth_audit")),
+                           "synth": params.synth.model_dump()},
         "outcome_fairness": {"n_boot": min(params.audit.n_boot, 500), "seed": params.seed},
         # MNIST images for the Opacus quickstart: 5,000, or the prepared training set when smaller (smoke)
         "beyond_membership": {"beyond_dir": str(params.resolve("results/beyond")), "seed": params.seed,
@@ -380,7 +384,8 @@ def _num(x, digits=2, unit=""):
 
 REPORT_TITLES = {"group_gpr": "Group privacy risk", "audit_comparison": "Audit comparison",
                  "dpsgd_s_sweep": "DP-SGD-S sweep (τ, γ)", "outcome_fairness": "Outcome fairness",
-                 "quickstart": "Quickstart for Opacus users", "beyond_membership": "Beyond membership"}
+                 "quickstart": "Quickstart for Opacus users", "beyond_membership": "Beyond membership",
+                 "synthetic_data": "DP synthetic data (DPDSyn)"}
 REPORT_QUESTIONS = {
     "group_gpr": "Which groups does membership inference hit hardest, under SGD, DP-SGD and DP-SGD-S, on every "
                  "dataset and ε? Δ against ε, accuracy against Δ, which groups DP-SGD-S made safer or riskier, and "
@@ -392,6 +397,9 @@ REPORT_QUESTIONS = {
                      "setting selected)?",
     "outcome_fairness": "Does DP-SGD-S trade privacy fairness for outcome fairness? Accuracy parity, demographic "
                         "parity, equal opportunity and equalized odds per dataset and ε.",
+    "synthetic_data": "A second route to DP: does task-oriented DP synthetic data (DPDSyn) beat MST and DP GANs, "
+                      "approach DP-SGD on the real data, and spread membership risk across groups more evenly than "
+                      "DP-SGD? Train-on-synthetic accuracy per group, fidelity, the group audit, verdicts.",
     "quickstart": "How do I use this in my own Opacus loop? DP-SGD with make_private, ε from the accountant, the "
                   "clipping bound chosen privately, then DP-SGD-S with make_private_dpsgd_s and its rivals DPSGD-F, "
                   "DPSGD-Global-Adapt and AdaClip (MNIST, run in the pipeline).",

@@ -25,7 +25,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 SUITE = ["tests/test_privacy.py", "tests/test_rivals.py", "tests/test_paper_rule.py", "tests/test_engine.py",
-         "tests/test_opacus_compat.py", "tests/test_clip_tuning.py", "tests/test_custom.py"]
+         "tests/test_opacus_compat.py", "tests/test_clip_tuning.py", "tests/test_custom.py", "tests/test_synth.py"]
 
 
 @dataclass(frozen=True)
@@ -172,6 +172,30 @@ BREAKAGES = (
              "logits = epsilon_q * u / 2.0", "logits = epsilon_q * u"),
     Breakage("tune-clip: the quantile release not composed into ε", "fairdp_core/clip_tuning.py",
              "rdp = rdp + np.minimum(", "rdp = rdp + 0 * np.minimum("),
+    Breakage("DPDSyn: no gradient noise", "fairdp_core/synth/dpdsyn.py",
+             "dtype=total.dtype) * (sigma * clip)", "dtype=total.dtype) * 0.0"),
+    Breakage("DPDSyn: gradient noise at half its scale", "fairdp_core/synth/dpdsyn.py",
+             "dtype=total.dtype) * (sigma * clip)", "dtype=total.dtype) * (0.5 * sigma * clip)"),
+    Breakage("DPDSyn: no per-sample clipping in the release", "fairdp_core/synth/dpdsyn.py",
+             "factors = torch.clamp(clip / (norms + 1e-12), max=1.0)", "factors = torch.ones_like(norms)"),
+    Breakage("DPDSyn: release divided by the realised batch size", "fairdp_core/synth/dpdsyn.py",
+             "return (total + noise) / batch_size", "return (total + noise) / max(per_sample.shape[0], 1)"),
+    Breakage("DPDSyn: the loop releases without noise", "fairdp_core/synth/dpdsyn.py",
+             "clip=spec.clip, sigma=sigma,", "clip=spec.clip, sigma=0.0 * sigma,"),
+    Breakage("DPDSyn: unnoised private gradient reaches the generator", "fairdp_core/synth/dpdsyn.py",
+             "cosine_similarity(g_syn, released, dim=1",
+             "cosine_similarity(g_syn, priv.sum(0) / spec.batch_size, dim=1"),
+    Breakage("DPDSyn: private labels reach the generator outside the mechanism", "fairdp_core/synth/dpdsyn.py",
+             "probs_t = torch.as_tensor(label_probs, dtype=torch.float32)",
+             "probs_t = torch.bincount(torch.as_tensor(y), minlength=n_classes).float()"),
+    Breakage("DPDSyn: label counts not noised", "fairdp_core/synth/dpdsyn.py",
+             "noisy = counts + rng.normal(0.0, sigma_c, size=n_classes) if sigma_c > 0 else counts",
+             "noisy = counts"),
+    Breakage("DPDSyn: ε not composed (the label release not charged)", "fairdp_core/synth/dpdsyn.py",
+             "acc.history = [(sigma, sample_rate, steps), (label_sigma_ratio * sigma, 1.0, 1)]",
+             "acc.history = [(sigma, sample_rate, steps)]"),
+    Breakage("DPDSyn: reported ε is the target, not the accountant's", "fairdp_core/synth/dpdsyn.py",
+             '"epsilon": eps,', '"epsilon": spec.target_epsilon or eps,'),
     Breakage("custom audit: the Opacus fallback trains without noise", "fairdp_core/custom.py",
              "noise_multiplier=sigma, max_grad_norm=spec.clip", "noise_multiplier=0.0, max_grad_norm=spec.clip"),
 )
@@ -184,9 +208,12 @@ def _copy_project(dst: Path) -> None:
     shutil.copy2(ROOT / "pyproject.toml", dst / "pyproject.toml")
 
 
+_SUITE = list(SUITE)  # --suite narrows it (a quick check of one family's breakages; `make breakages` runs all)
+
+
 def _run_suite(work: Path) -> tuple[bool, str]:
     env = {**os.environ, "PYTHONPATH": str(work), "PYTHONDONTWRITEBYTECODE": "1"}
-    cmd = [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", "-k", "not adult", *SUITE]
+    cmd = [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", "-k", "not adult", *_SUITE]
     p = subprocess.run(cmd, cwd=work, env=env, capture_output=True, text=True, timeout=900)
     lines = [ln for ln in p.stdout.splitlines() if ln.strip()]
     return p.returncode == 0, lines[-1] if lines else p.stderr[-300:]
@@ -197,7 +224,14 @@ def main() -> int:
     ap.add_argument("--list", action="store_true", help="print the breakages and exit")
     ap.add_argument("--match", action="append", default=None,
                     help="only the breakages whose name contains this text (repeatable)")
+    ap.add_argument("--suite", action="append", default=None,
+                    help="run only these test files of SUITE (repeatable), e.g. tests/test_synth.py")
     args = ap.parse_args()
+    if args.suite:
+        unknown = set(args.suite) - set(SUITE)
+        if unknown:
+            ap.error(f"not in SUITE: {sorted(unknown)}")
+        _SUITE[:] = args.suite
     chosen = [b for b in BREAKAGES if args.match is None or any(t in b.name for t in args.match)]
     if args.list:
         for b in chosen:

@@ -1,0 +1,141 @@
+"""The ``synth_audit`` stage: group privacy of the synthetic route against DP-SGD (``results/synth_audit/<dataset>/``).
+
+PA-ALOOA (STUDY.md §4) on the downstream classifier: an audit design of m records and R rounds drawn for this
+stage (stratified by group; rows 2r, 2r+1 complementary), then for each of the 2R membership rows a DPDSyn
+synthesizer trained on that row's pool at ε, its released table, and the classifier trained on the table; the
+signal is that classifier's loss on the audit records. The DP-SGD arm is the engine's bank of 2R models on the same
+rows at the same (ε, δ). Both arms: the cross-fitted estimator (mean 0 with no leakage), GPR per group and Δ with
+intervals over records × model pairs (``fairdp_core.audit.inference``, as the attack stage), and the minimal
+detectable contrast at 80% power (2.8 × its standard error). Writes ``summary.json`` and ``groups.csv``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from ..atomic import atomic_dir
+from ..audit.design import audit_design
+from ..audit.inference import cross_fit_contributions, group_inference
+from ..audit.stats import delta_pp, gpr
+from ..config import Params, load_params
+from ..data.base import load
+from ..seeding import derive_rng, derive_seed
+from . import jsonable, write_timings
+from .synth import _dpsgd_proba, dpdsyn_spec
+
+__all__ = ["arm_statistics", "main", "run_synth_audit"]
+
+
+def arm_statistics(loss: np.ndarray, mem: np.ndarray, g: np.ndarray, names: list[str], *, alpha: float) -> dict:
+    """Cross-fitted PA-ALOOA on one arm's losses [2R, m] with membership [2R, m] and groups [m]: GPR per group
+    with intervals, Δ (pp) with its simultaneous interval, the two-group contrast and its minimal detectable size
+    at 80% power (pp)."""
+    c = cross_fit_contributions(-np.asarray(loss, np.float64), mem)
+    adv = c.sum(0)
+    K = len(names)
+    res = group_inference(c, g, K, alpha=alpha)
+    est = gpr(adv, g, K)
+    out = {"gpr_pp": [100 * v for v in est], "gpr_lo_pp": [100 * v for v in res["gpr_lo"]],
+           "gpr_hi_pp": [100 * v for v in res["gpr_hi"]], "delta_pp": delta_pp(est), "delta_lo": res["delta_lo"],
+           "delta_hi": res["delta_hi"], "p_delta_gt_0": res["p_delta_gt_0"], "contrast": None}
+    if K == 2:
+        r = res["contrasts"][0]
+        out["contrast"] = {"groups": names, "diff_pp": 100 * r["diff"], "se_pp": 100 * r["se"], "lo_pp": 100 * r["lo"],
+                           "hi_pp": 100 * r["hi"], "p": r["p"], "mde80_pp": 2.8 * 100 * r["se"]}
+    return out
+
+
+def run_synth_audit(params: Params, dataset: str, out: str | os.PathLike) -> tuple[dict, dict[str, float]]:
+    """Both arms at every ε of ``synth.audit``; writes ``out``."""
+    from ..synth.dpdsyn import sample_table, train_dpdsyn
+    from ..synth.evaluate import audit_losses, fit_classifier, predict_proba
+    from ..synth.layout import Layout
+
+    a, s = params.synth.audit, params.synth
+    data = load(params.resolve(params.data.prepared_dir) / dataset)
+    tr = data.train
+    layout = Layout.from_data(data)
+    design = audit_design(tr.group, m=min(a.m, len(tr)), R=a.R, min_per_group=a.min_per_group,
+                          rng=derive_rng(params.seed, "synth_audit", dataset))
+    full = design.training_membership()  # [2R, n]
+    idx, mem, g = design.audit_idx, design.membership, design.audit_group
+    names = list(data.group_names)
+    arms, rows, timings = {}, [], {}
+    for eps in a.epsilons:
+        t0 = time.perf_counter()
+        loss_syn = np.zeros(mem.shape)
+        acc_syn = []
+        eps_spent = []
+        for r in range(full.shape[0]):
+            keep = full[r]
+            sseed = derive_seed(params.seed, "synth_audit", dataset, "dpdsyn", float(eps), r)
+            res = train_dpdsyn(tr.X[keep], tr.y[keep], layout, dpdsyn_spec(params, epsilon=eps),
+                               n_classes=data.n_classes, seed=sseed)
+            eps_spent.append(res.accounting["epsilon"])
+            Xs, ys = sample_table(res, s.n_synth, seed=sseed)
+            d = s.downstream
+            clf = fit_classifier(Xs, ys, n_classes=data.n_classes, model=d.model, epochs=d.epochs, lr=d.lr,
+                                 batch_size=d.batch_size, seed=derive_seed(sseed, "downstream"))
+            loss_syn[r] = audit_losses(clf, tr.X[idx], tr.y[idx])
+            acc_syn.append(float(np.mean(predict_proba(clf, data.test.X).argmax(1) == data.test.y)))
+        timings[f"dpdsyn-e{eps:g}"] = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        proba, bank = _dpsgd_proba(params, data, tr.X, tr.y, tr.group, epsilon=eps,
+                                   seed=derive_seed(params.seed, "synth_audit", dataset, "dpsgd", float(eps)),
+                                   membership=full)
+        loss_dp, _ = bank.evaluate(tr.X[idx], tr.y[idx])
+        acc_dp = (proba.argmax(-1) == data.test.y[None]).mean(1)
+        timings[f"dpsgd-e{eps:g}"] = time.perf_counter() - t0
+        for arm, loss, acc, spent in (("dpdsyn", loss_syn, np.array(acc_syn), max(eps_spent)),
+                                      ("dpsgd", loss_dp, acc_dp, max(x.epsilon for x in bank.accounting))):
+            st = arm_statistics(loss, mem, g, names, alpha=params.audit.alpha)
+            st.update(accuracy_mean=float(acc.mean()), accuracy_sd=float(acc.std(ddof=1)), epsilon_spent=spent,
+                      seconds=timings[f"{arm}-e{eps:g}"])
+            arms[f"{arm}@{eps:g}"] = st
+            for k, nm in enumerate(names):
+                rows.append({"dataset": dataset, "arm": arm, "epsilon": eps, "group": nm,
+                             "n_records": int((g == k).sum()), "gpr_pp": st["gpr_pp"][k],
+                             "lo_pp": st["gpr_lo_pp"][k], "hi_pp": st["gpr_hi_pp"][k]})
+    summary = {"dataset": dataset, "m": int(len(idx)), "R": design.R, "n_models_per_arm": int(mem.shape[0]),
+               "group_names": names, "estimator": "PA-ALOOA cross-fitted; intervals over records x model pairs",
+               "arms": arms}
+    with atomic_dir(out) as tmp:
+        pd.DataFrame(rows).to_csv(tmp / "groups.csv", index=False)
+        (tmp / "summary.json").write_text(json.dumps(jsonable(summary), indent=1) + "\n")
+    return summary, timings
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="fairdp synth_audit", description=__doc__)
+    ap.add_argument("dataset", help="one of params.yaml's synth.audit.datasets")
+    ap.add_argument("--params", default="params.yaml")
+    ap.add_argument("--out", default=None, help="default: results/synth_audit/<dataset>")
+    args = ap.parse_args(argv)
+    params = load_params(args.params)
+    if args.dataset not in params.synth.audit.datasets:
+        raise KeyError(f"{args.dataset!r} is not in synth.audit.datasets")
+    import torch
+
+    torch.set_num_threads(params.train.threads)
+    out = Path(args.out or params.resolve("results/synth_audit") / args.dataset)
+    summary, timings = run_synth_audit(params, args.dataset, out)
+    write_timings(params, f"synth_audit-{args.dataset}", timings)
+    print(json.dumps({"dataset": args.dataset, "delta_pp": {k: round(v["delta_pp"], 3)
+                                                            for k, v in summary["arms"].items()}}))
+    return 0
+
+
+if __name__ == "__main__":
+    import sys
+
+    from . import reexec_with_malloc_env, stage_main
+
+    reexec_with_malloc_env("fairdp_core.stages.synth_audit", sys.argv[1:])
+    sys.exit(stage_main("synth_audit", main))
