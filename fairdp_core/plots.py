@@ -99,7 +99,8 @@ def _tag(fig: plt.Figure, labels, palette: dict[str, str] | None = None) -> plt.
 
 def _palette(labels) -> dict[str, str]:
     """Distinct colours for labels that are neither algorithms nor ε (groups, settings), in their order."""
-    return {str(lab): GROUP_COLORS[i % len(GROUP_COLORS)] for i, lab in enumerate(labels)}
+    colors = GROUP_COLORS + _OTHER
+    return {str(lab): colors[i % len(colors)] for i, lab in enumerate(labels)}
 
 
 def _grid(n_rows: int, n_cols: int, *, w: float = 4.6, h: float = 2.8, sharey: bool | str = False):
@@ -494,7 +495,7 @@ def attribute_gap_grid(df: pd.DataFrame, *, title: str = "") -> plt.Figure:
     """Attribute inference: success on members − non-members (pp, 95% interval) per training (x: SGD, each ε) and
     group (bars); one panel per setting. ``df``: setting, x, group, gap_pp, lo_pp, hi_pp."""
     return _setting_bars(df, "x", "group", "gap_pp", "lo_pp", "hi_pp", ylabel="members − non-members (pp)",
-                         title=title, n_cols=4, w=3.9, h=2.2)
+                         title=title, n_cols=4, w=3.9, h=1.9)
 
 
 def inversion_class_grid(df: pd.DataFrame, *, title: str = "") -> plt.Figure:
@@ -510,7 +511,7 @@ def reconstruction_grid(images: dict[str, np.ndarray], class_names, *, title: st
     [C, channels, H, W] in [0, 1]."""
     labels = list(images)
     C = len(class_names)
-    fig, axes = plt.subplots(len(labels), C, figsize=(0.8 * C + 1.6, 0.82 * len(labels) + 0.45), squeeze=False)
+    fig, axes = plt.subplots(len(labels), C, figsize=(0.58 * C + 1.6, 0.6 * len(labels) + 0.4), squeeze=False)
     for i, lab in enumerate(labels):
         for c in range(C):
             ax = axes[i, c]

@@ -141,6 +141,21 @@ def tabler(figures_dir: str | os.PathLike, *, top: int = 15):
     return table
 
 
+def linker(figures_dir: str | os.PathLike):
+    """A ``link(df, csv, text)`` that writes a table only as ``figures/<report>/<csv>.csv`` beside the page and shows
+    a link to it (for a table a reader may want but the page has no room for)."""
+    from IPython.display import Markdown, display
+
+    fig_dir = Path(figures_dir)
+
+    def link(df: pd.DataFrame, csv: str, text: str) -> None:
+        fig_dir.mkdir(parents=True, exist_ok=True)
+        write_text(fig_dir / f"{csv}.csv", df.to_csv(index=False, float_format="%.6g"))
+        display(Markdown(f"[{text} ({len(df)} rows, CSV)](figures/{fig_dir.name}/{csv}.csv)"))
+
+    return link
+
+
 def flat_scalars(obj, prefix: str = "") -> dict[str, float | int | str | None]:
     """Nested dicts and lists -> one flat dict of scalars with dotted keys (what ``dvc metrics show`` reads)."""
     out: dict[str, float | int | str | None] = {}

@@ -19,6 +19,7 @@ ALGORITHM_LABELS = {"sgd": "SGD", "dpsgd": "DP-SGD", "dpsgd_s": "DP-SGD-S",
 DATASET_LABELS = {"adult": "Adult", "bank": "Bank", "credit": "Credit", "law": "Law", "law_paper": "Law (paper's task)",
                   "compas": "COMPAS", "mnist": "MNIST", "utkface": "UTKFace", "adult_blind": "Adult (sex not an input)",
                   "law_paper_blind": "Law (paper's task; race not an input)", "compas_blind": "COMPAS (race not an input)",
+                  "adult_small": "Adult (1,000 records, memorising)", "utkface_full": "UTKFace (all)",
                   "mnist_full": "MNIST (60,000)"}
 MODEL_LABELS = {"lr": "LR", "mlp": "MLP", "cnn": "CNN", "cnn_relu": "CNN (ReLU)"}
 

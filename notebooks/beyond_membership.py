@@ -79,7 +79,7 @@ from fairdp_core.beyond import tables
 PARAMETERS = ("train_dir", "results_dir", "prepared_dir", "figures_dir", "metrics_path", "runs", "profile", "alpha",
               "beyond_dir", "seed", "beyond", "stored_utility")
 globals().update(rh.fill_parameters("beyond_membership", params_file, {k: globals()[k] for k in PARAMETERS}))
-show, table = rh.shower(figures_dir), rh.tabler(figures_dir)
+show, table, link = rh.shower(figures_dir), rh.tabler(figures_dir), rh.linker(figures_dir)
 bdir = Path(beyond_dir)
 attr_groups = pd.read_csv(bdir / "attribute" / "groups.csv")
 attr_overall = pd.read_csv(bdir / "attribute" / "overall.csv")
@@ -104,7 +104,7 @@ def setting(df):
     return [results.setting_label(d, m) for d, m in zip(df["dataset"], df["model"])]
 
 
-names = list(dict.fromkeys(list(attr_overall["run"]) + list(recon["run"])))
+names = [n for n in dict.fromkeys(list(attr_overall["run"]) + list(recon["run"])) if n in runs]  # not the controls
 mem = tables.membership_by_run(train_dir, runs, names, alpha=alpha)
 inv_run_all = tables.inversion_by_run(recon, alpha=alpha)
 inv_run = inv_run_all[inv_run_all.algorithm != "untrained"]  # the controls are shown in section 3
@@ -132,16 +132,21 @@ seed0 = risk[risk.seed == 0].copy()
 wide = seed0.assign(cell=[cell(r) for r in seed0.itertuples()]).pivot_table(
     index=["risk", "setting"], columns="x", values="cell", aggfunc="first", observed=True).reset_index()
 wide.columns.name = None
-wide = wide.assign(chance=[f"{100 * seed0[(seed0.risk == r) & (seed0.setting == s)]['chance'].iloc[0]:.0f}"
-                           for r, s in zip(wide["risk"], wide["setting"])])
-src = pd.DataFrame([{"risk": k, "setting": "source: image models (ε = 2)", "SGD": f"{v[0]:.0f}",
-                     "ε = 2": f"{v[1]:.0f}"} for k, v in (("membership", tables.SOURCE_CLAIMS["membership"]),
-                                                          ("attribute inference", tables.SOURCE_CLAIMS["attribute"]),
-                                                          ("model inversion", tables.SOURCE_CLAIMS["inversion"]))])
-table(pd.concat([wide, src], ignore_index=True).sort_values(["risk", "setting"], kind="stable"),
-      "Attack success (%) [95% interval] · advantage (pp) by risk and setting, without DP (SGD) and with DP-SGD at "
-      "each ε (seed 0); chance (%) in the last column; the source's rows (success only) for comparison",
-      csv="risk_table", rows=20)
+link(wide, "risk_table", "Every setting: success (%) [95% interval] · advantage (pp), by risk, without DP and at each ε")
+SRC = {"membership": tables.SOURCE_CLAIMS["membership"], "attribute inference": tables.SOURCE_CLAIMS["attribute"],
+       "model inversion": tables.SOURCE_CLAIMS["inversion"]}
+summary = []
+for rk, g in seed0.groupby("risk", sort=False):
+    row = {"risk": rk, "settings": g["setting"].nunique(), "chance (%)": ", ".join(
+        f"{100 * c:.0f}" for c in sorted(set(g["chance"])))}
+    for x in X_ORDER:
+        d = g[g.x == x]
+        row[x] = (f"{100 * d['success'].min():.1f}–{100 * d['success'].max():.1f}" if len(d) else "—")
+    row["source: no DP → ε = 2"] = f"{SRC[rk][0]:.0f} → {SRC[rk][1]:.0f}"
+    summary.append(row)
+table(pd.DataFrame(summary), "Attack success (%), the range over this page's settings (seed 0), without DP (SGD) and "
+      "with DP-SGD at each ε, beside the source's (image models); every setting with its interval and advantage is "
+      "in the CSV above and the figure below")
 show(plots.risk_vs_epsilon(seed0, source={"membership": tables.SOURCE_CLAIMS["membership"],
                                           "attribute inference": tables.SOURCE_CLAIMS["attribute"],
                                           "model inversion": tables.SOURCE_CLAIMS["inversion"]}),
@@ -164,16 +169,12 @@ tested = ag["gap_p"].notna()  # a bank whose guesses are the same for every mode
 ag["p_holm"] = np.nan
 ag.loc[tested, "p_holm"] = holm(ag.loc[tested, "gap_p"].to_numpy())
 show_ag = ag[ag.seed == 0]
-table(show_ag[["setting", "method", "eps_label", "label", "group", "share", "guessed_share", "members",
-               "non_members", "gap", "gap_lo", "gap_hi", "p_holm"]].assign(
-          **{c: lambda d, c=c: 100 * d[c] for c in ("share", "guessed_share", "members", "non_members", "gap",
-                                                   "gap_lo", "gap_hi")}).rename(columns={
-              "share": "share of audit set (%)", "guessed_share": "guessed as the group (%)",
-              "members": "success, members (%)", "non_members": "success, non-members (%)",
-              "gap": "gap (pp)", "gap_lo": "gap low (pp)", "gap_hi": "gap high (pp)"}),
-      "Attribute inference per group (seed 0): success on members and non-members and their gap with its 95% "
-      "interval; p Holm-adjusted over the rows with a gap to test (all seeds; — : every model of the bank guesses "
-      "the same, so members and non-members are guessed alike)", floatfmt="{:.1f}", csv="attribute_groups", rows=4)
+link(ag[["setting", "method", "eps_label", "label", "seed", "group", "share", "guessed_share", "members",
+         "members_lo", "members_hi", "non_members", "non_members_lo", "non_members_hi", "gap", "gap_lo", "gap_hi",
+         "gap_p", "p_holm"]], "attribute_groups",
+     "Attribute inference per group and run: share of the audit set, how often the attack guesses the group, success "
+     "on members and on non-members, their gap with its 95% interval, its p and Holm-adjusted p (over the rows with "
+     "a gap to test; empty where every model of the bank guesses the same)")
 gap_df = show_ag.assign(gap_pp=100 * show_ag["gap"], lo_pp=100 * show_ag["gap_lo"], hi_pp=100 * show_ag["gap_hi"],
                         x=[x_label(a, e) for a, e in zip(show_ag["algorithm"], show_ag["epsilon"])])
 gap_df = gap_df.assign(x=pd.Categorical(gap_df["x"], [x for x in X_ORDER if x in set(gap_df["x"])], ordered=True))
@@ -185,17 +186,10 @@ ao = attr_overall.assign(setting=setting(attr_overall), x=[x_label(a, e) for a, 
                                                            zip(attr_overall["algorithm"], attr_overall["epsilon"])])
 cols = ["setting", "method", "x", "seed", "success", "base_rate", "balanced", "advantage_lo", "advantage_hi",
         "label_only_balanced", "imputation_balanced", "gap", "gap_lo", "gap_hi"]
-table(ao.sort_values(["seed", "setting"], kind="stable")[cols + ["model_invariant"]].assign(
-    **{c: lambda d, c=c: 100 * d[c] for c in cols[4:]}).rename(columns={
-        "x": "training", "success": "raw success (%)", "base_rate": "majority base rate (%)",
-        "balanced": "balanced accuracy (%)", "advantage_lo": "adv. low (pp)", "advantage_hi": "adv. high (pp)",
-        "label_only_balanced": "label alone: balanced (%)", "imputation_balanced": "features + label: balanced (%)",
-        "gap": "members − non-members (pp)", "gap_lo": "gap low (pp)", "gap_hi": "gap high (pp)",
-        "model_invariant": "same guess under every model"}),
-    "Attribute inference overall per run: raw success against the majority base rate; balanced accuracy (chance 50%) "
-    "with its advantage's 95% interval; the two baselines without the model (the label alone; the other features and "
-    "the label); the members − non-members gap; whether every model of the bank makes the same guesses",
-    floatfmt="{:.1f}", csv="attribute_overall", rows=4)
+link(ao.sort_values(["seed", "setting"], kind="stable")[cols + ["model_invariant"]], "attribute_overall",
+     "Attribute inference per run: raw success and the majority base rate, balanced accuracy with its advantage's "
+     "interval, the two baselines without the model (the label alone; the other features and the label), the "
+     "members − non-members gap, and whether every model of the bank makes the same guesses")
 
 # %% [markdown]
 # ## 3. Model inversion per class and group
@@ -207,6 +201,7 @@ table(ao.sort_values(["seed", "setting"], kind="stable")[cols + ["model_invarian
 ex = np.load(bdir / "inversion" / "examples.npz")
 for (ds, mo), grp in recon.groupby(["dataset", "model"], sort=False):
     sub = [n for n in dict.fromkeys(grp["run"]) if n not in runs or runs[n]["seed"] == 0]
+    sub = [n for n in sub if n not in runs or runs[n]["epsilon"] != 2]  # ε = 2 is in the tables and the bar chart
     order = X_ORDER + ["untrained (control)"]
     meta = grp.drop_duplicates("run").set_index("run")
     sub = sorted(sub, key=lambda n: order.index(x_label(meta.loc[n, "algorithm"], meta.loc[n, "epsilon"])))
@@ -224,19 +219,20 @@ ir = inv_run_all[inv_run_all.seed == 0].assign(setting=lambda d: setting(d),
                                                                                          d["epsilon"])])
 ir = ir.assign(model_accuracy=[100 * acc_of.get(n, np.nan) for n in ir["run"]],
                reference=[float(np.mean(list(evaluators[d]["reference_dist"].values()))) for d in ir["dataset"]])
+ir = ir.assign(x=pd.Categorical(ir["x"], [x for x in X_ORDER + ["untrained (control)"] if x in set(ir["x"])],
+                                 ordered=True)).sort_values(["setting", "x"])
 table(ir[["setting", "x", "model_accuracy", "success", "success_lo", "success_hi", "chance", "dist_own_mean",
-          "dist_other_means", "reference", "n_models"]].assign(
+          "dist_other_means", "reference"]].assign(
               success=lambda d: 100 * d["success"], success_lo=lambda d: 100 * d["success_lo"],
               success_hi=lambda d: 100 * d["success_hi"], chance=lambda d: 100 * d["chance"]).rename(columns={
                   "x": "training", "model_accuracy": "attacked models' test accuracy (%)",
                   "success": "evaluator accuracy (%)", "success_lo": "low (%)", "success_hi": "high (%)",
                   "chance": "chance (%)", "dist_own_mean": "RMS distance to own class mean",
-                  "dist_other_means": "to the other classes' means", "reference": "a test record to its own mean",
-                  "n_models": "models"}),
+                  "dist_other_means": "to the other classes' means", "reference": "a test record to its own mean"}),
       "Model inversion per run (seed 0) and the untrained control: the evaluator's accuracy on the reconstructions "
       "with its 95% interval over models; the RMS pixel distance of a reconstruction to its class's mean training "
-      "image, to the other classes' means, and, for scale, of a real test record to its own class mean",
-      floatfmt="{:.3g}", csv="inversion_runs", rows=12)
+      f"image, to the other classes' means, and, for scale, of a real test record to its own class mean "
+      f"({int(ir['n_models'].max())} models per run)", floatfmt="{:.3g}", csv="inversion_runs", rows=8)
 ic = inv_cls[inv_cls.seed == 0].assign(setting=lambda d: setting(d),
                                        label=lambda d: d["algorithm"].map(results.ALGORITHM_LABELS),
                                        eps_label=lambda d: d["epsilon"].map(results.eps_label),
@@ -250,14 +246,11 @@ if len(ic):
     show(plots.inversion_class_grid(ic.sort_values(["setting", "x", "class_index"])), "inversion_classes",
          "model inversion: the evaluator's accuracy on each class's reconstructions (%, 95% interval over models), "
          "without DP and at each ε, one panel per setting (seed 0)")
-table(ic[["setting", "eps_label", "label", "class", "success_pct", "lo_pct", "hi_pct", "dist_own_mean",
-          "nearest_mean_is_own", "confidence"]].rename(columns={
-              "success_pct": "evaluator accuracy (%)", "lo_pct": "low (%)", "hi_pct": "high (%)",
-              "dist_own_mean": "RMS distance to class mean", "nearest_mean_is_own": "nearest mean is own (share)",
-              "confidence": "model's confidence"}),
-      "Model inversion per class (seed 0): the evaluator's accuracy with its 95% interval over models, the RMS "
-      "pixel distance to the class's mean training image, how often the nearest class mean is the class's own, and "
-      "the attacked model's confidence", csv="inversion_classes", rows=3)
+link(ic[["setting", "eps_label", "label", "class", "success", "success_lo", "success_hi", "dist_own_mean",
+         "dist_other_means", "nearest_mean_is_own", "confidence"]], "inversion_classes",
+     "Model inversion per class (seed 0): the evaluator's accuracy with its interval over models, the RMS distances "
+     "to the class's mean training image and to the other classes', how often the nearest mean is the class's own, "
+     "and the attacked model's confidence")
 shares = {ds: e.get("train_group_share", {}) for ds, e in evaluators.items()}
 breakdown = pd.concat([tables.inversion_group_breakdown(recon[recon.dataset == ds], shares[ds]).assign(dataset=ds)
                        for ds in dict.fromkeys(recon["dataset"])], ignore_index=True)
@@ -271,11 +264,11 @@ if len(breakdown) and breakdown.groupby("group")["assigned_share"].mean().max() 
     table(pd.concat([bd, pd.DataFrame([share_row])], ignore_index=True),
           "UTKFace: the race the race evaluator assigns each gender's reconstructions (% of reconstructions), beside "
           "each race's share of the training pool", floatfmt="{:.0f}")
-ev_rows = [{"dataset": ds, "evaluator": t, "predicts": ", ".join(v["labels"]), "held-out accuracy (%)":
-            100 * v["heldout_accuracy"], "fitted on": v["n_fit"], "checked on": v["n_check"]}
+ev_rows = [{"dataset": ds, "evaluator": t, "model": v["model"], "predicts": ", ".join(v["labels"]),
+            "held-out accuracy (%)": 100 * v["heldout_accuracy"], "fitted on": v["data"], "checked on": v["n_check"]}
            for ds, e in evaluators.items() for t, v in e.items() if isinstance(v, dict) and "heldout_accuracy" in v]
-table(pd.DataFrame(ev_rows), "The evaluators: the dataset's CNN trained without privacy on 80% of the test split, "
-      "accuracy on the other 20%", floatfmt="{:.1f}")
+table(pd.DataFrame(ev_rows), "The evaluators, trained without privacy on images no attacked model trained on, and "
+      "their accuracy on the test split (records)", floatfmt="{:.1f}")
 
 # %% [markdown]
 # ## 4. DP-SGD's utility at ε = 2 on the material's MNIST CNN

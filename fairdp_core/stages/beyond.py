@@ -178,8 +178,8 @@ def _evaluator(params: Params, data: GroupedData, target: str, dataset: str, fit
 def _untrained_control(params: Params, data: GroupedData, dataset: str, model: str, n_models: int):
     """A bank of ``n_models`` untrained models (their initial weights) of the attacked architecture: the negative
     control of the inversion and its evaluator."""
-    spec = TrainSpec(algorithm="sgd", model=model, epochs=1e-9, batch_size=params.train.batch_size, lr=1e-12)
     n = min(len(data.train), 64)
+    spec = TrainSpec(algorithm="sgd", model=model, epochs=1e-9, batch_size=n, lr=1e-12)
     return train_bank(data.train.X[:n], data.train.y[:n], data.train.group[:n], np.ones((n_models, n), bool), spec,
                       n_classes=data.n_classes, n_groups=data.n_groups,
                       seed=derive_seed(params.seed, "inversion-control", dataset, model), progress=False)
