@@ -99,7 +99,8 @@ def notebook_parameters(params: Params, name: str) -> dict[str, object]:
         "prepared_dir": str(params.resolve(params.data.prepared_dir)),
         "figures_dir": str(params.resolve("reports/figures") / name),
         "metrics_path": str(params.resolve("reports/metrics") / f"{name}.json"),
-        "runs": {k: v.model_dump() for k, v in params.runs.items()}, "profile": params.profile, "alpha": params.audit.alpha,
+        "runs": ({k: v.model_dump() for k, v in params.runs.items()} if name == "beyond_membership"
+                 else membership_runs(params)), "profile": params.profile, "alpha": params.audit.alpha,
     }
     extra = {
         "audit_comparison": {"looa_runs": list(params.audit.looa.runs), "n_null": params.audit.n_null, "seed": params.seed},
@@ -290,9 +291,26 @@ def _seed_stats(g: pd.DataFrame, alpha: float = 0.05) -> pd.Series:
         "eps_spent": g["eps_spent"].max(), "guaranteed": bool(g["guaranteed"].all())})
 
 
+# Banks that exist for the beyond-membership page (issue 13) and stay off the membership pages: ε = 2 (the DP-SGD
+# material's), the dataset variants (``source``), the Adult MLP and the MNIST CNN's SGD reference
+BEYOND_EPSILONS = (2.0,)
+BEYOND_SETTINGS = {("adult", "mlp", None), ("mnist", "cnn", "sgd")}  # (dataset, model, algorithm or None: all)
+
+
+def membership_runs(params: Params) -> dict[str, dict]:
+    """The runs the membership pages report (index, group_gpr, outcome_fairness, audit_comparison): all but those
+    that exist for the beyond-membership page (:data:`BEYOND_EPSILONS`, the dataset variants with ``source``,
+    :data:`BEYOND_SETTINGS`)."""
+    return {k: v.model_dump() for k, v in params.runs.items()
+            if params.data.datasets[v.dataset].source is None and v.epsilon not in BEYOND_EPSILONS
+            and (v.dataset, v.model, None) not in BEYOND_SETTINGS
+            and (v.dataset, v.model, v.algorithm) not in BEYOND_SETTINGS}
+
+
 def _grid_run_table(params: Params) -> pd.DataFrame:
-    """:func:`run_table` of the grid's runs (the sweep's, which carry their own τ, left out)."""
-    runs = {k: v.model_dump() for k, v in params.runs.items() if v.tau is None}
+    """:func:`run_table` of the grid's runs (the sweep's, which carry their own τ, left out; and those of the
+    beyond-membership page, :func:`membership_runs`)."""
+    runs = {k: v for k, v in membership_runs(params).items() if v["tau"] is None}
     return run_table(load_summaries(params.resolve("results/audit"), runs), runs)
 
 

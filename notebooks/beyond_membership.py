@@ -328,13 +328,15 @@ lines.append(f"- **Membership** (source 78% → 52%): without DP the audit's suc
              "membership signal for DP to remove, so the source's 78% → 52% cannot be reproduced in size here.")
 ao0 = ao[ao.seed == 0]
 inv_rows = ao0[ao0.model_invariant.astype(bool)]
-lines.append(f"- **Attribute inference, lowest loss**: in {len(inv_rows[inv_rows.method == 'lowest_loss'])} of "
-             f"{len(ao0[ao0.method == 'lowest_loss'])} banks every model makes the same guesses, a function of the "
-             "label alone: for a two-class model the loss depends on the logit difference, to which the attribute's "
-             "one-hot block adds a constant per value, so the guess is the value that raises it most when y = 1 and "
-             "least when y = 0. That holds for the LR banks (any number of values, COMPAS's six races included) "
-             "and, here, for both Adult MLPs too, the one trained to memorise included. Members and non-members are "
-             "then guessed alike (gap 0 exactly): no training record's attribute leaks this way. Its raw success "
+lines.append("- **Attribute inference, lowest loss**: under a two-class logistic regression the guess is a function "
+             "of the label alone: the loss depends on the logit difference, to which the attribute's one-hot block "
+             "adds a constant per value, so the guess is the value that raises it most when y = 1 and least when "
+             "y = 0 (any number of values, COMPAS's six races included). In "
+             f"{len(inv_rows[inv_rows.method == 'lowest_loss'])} of {len(ao0[ao0.method == 'lowest_loss'])} banks it "
+             "is moreover the same guess under every model, and both Adult MLPs (the one trained to memorise "
+             "included, under SGD) behave the same way. Members and non-members are then guessed alike (gap 0, "
+             "exactly where the guesses agree across models): no training record's attribute leaks this way. Raw "
+             "success "
              f"(Adult {100 * ao0[ao0.setting == 'Adult · LR']['success'].iloc[0]:.1f}%, Law "
              f"{100 * ao0[ao0.setting.str.startswith('Law') & (ao0.method == 'lowest_loss')]['success'].iloc[0]:.1f}%)"
              " is at or below the majority base rate "

@@ -17,8 +17,10 @@ def test_project_params_are_valid():
     p = load_params(ROOT / "params.yaml")
     assert p.seed >= 0
     assert set(p.data.datasets) == {"adult", "bank", "credit", "law", "law_paper", "compas", "mnist", "utkface",
-                                    # issue 13's variants: the attribute out of the inputs; MNIST's 60,000
-                                    "adult_blind", "law_paper_blind", "compas_blind", "mnist_full"}
+                                    # issue 13's variants: the attribute out of the inputs; a memorising Adult;
+                                    # MNIST's 60,000 and UTKFace's whole training split
+                                    "adult_blind", "law_paper_blind", "compas_blind", "adult_small", "mnist_full",
+                                    "utkface_full"}
     assert p.data.datasets["mnist"].train_size == 10000
     for blind in ("adult_blind", "law_paper_blind", "compas_blind"):
         opts = p.data.datasets[blind]

@@ -51,15 +51,18 @@ def test_profiles_are_valid(project, profile):
     if profile == "paper":
         assert p.audit.R == 200 and p.train.epochs == 20 and p.train.batch_size == 256 and p.train.lr == 0.1
         assert p.audit.m == "all" and p.train.clip == 5.0 and "law_paper" in p.data.datasets
-        assert sum(1 for r in p.runs.values() if r.dataset == "adult") == 16 * (1 + 7 * 2)
+        # 7 DP rules at ε 1 and 10 plus SGD, and DP-SGD at ε = 2 (issue 13), 16 seeds
+        assert sum(1 for r in p.runs.values() if r.dataset == "adult") == 16 * (1 + 7 * 2 + 1)
     if profile == "gpu":  # the paper's full grid: every dataset of the paper, m = n, 2R = 400, on CUDA, sharded
         assert p.audit.m == "all" and p.audit.R == 200 and p.train.device == "cuda" and p.compute.workers > 1
         assert {(g.dataset, g.model) for g in p.grid} == {(d, "lr") for d in ("adult", "bank", "credit", "law_paper",
                                                                               "compas")} | {
             ("mnist", "mlp"), ("mnist", "cnn"), ("utkface", "cnn")}
-        assert all(set(g.algorithms) == {"sgd", "dpsgd", "dpsgd_s"} and g.epsilons == [1, 10] for g in p.grid)
-        assert {g.dataset: g.seeds for g in p.grid}["adult"] == 16 and min(g.seeds for g in p.grid) >= 6
-        assert len(p.runs) == 5 * 16 * 5 + 3 * 6 * 5
+        membership = [g for g in p.grid if g.epsilons != [2]]  # the rest: issue 13's DP-SGD banks at ε = 2
+        assert all(set(g.algorithms) == {"sgd", "dpsgd", "dpsgd_s"} and g.epsilons == [1, 10] for g in membership)
+        assert all(g.algorithms == ["dpsgd"] for g in p.grid if g not in membership)
+        assert {g.dataset: g.seeds for g in membership}["adult"] == 16 and min(g.seeds for g in p.grid) >= 6
+        assert len(p.runs) == 5 * 16 * 5 + 3 * 6 * 5 + 3 * 16 + 3 * 6
     if profile in ("pilot", "pilot_law"):
         assert p.audit.m == "all" and p.audit.R == 50 and len(p.runs) == 8 * 4
     if profile == "pilot_mnist_cnn":
