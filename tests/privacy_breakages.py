@@ -205,7 +205,8 @@ def _copy_project(dst: Path) -> None:
     ignore = shutil.ignore_patterns("__pycache__", "*.pyc", ".hypothesis")
     for d in ("fairdp_core", "tests"):
         shutil.copytree(ROOT / d, dst / d, ignore=ignore)
-    shutil.copy2(ROOT / "pyproject.toml", dst / "pyproject.toml")
+    for f in ("pyproject.toml", "params.yaml", "runs.yaml"):  # params: the config tests in the suite read them
+        shutil.copy2(ROOT / f, dst / f)
 
 
 _SUITE = list(SUITE)  # --suite narrows it (a quick check of one family's breakages; `make breakages` runs all)
