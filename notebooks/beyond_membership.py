@@ -293,10 +293,9 @@ for u in utility:
                         accuracy_hi=100 * ut["accuracy_hi"],
                         source=[f"{src_acc[0 if a == 'sgd' else 1]:.1f}" if src_acc else "—" for a in ut["algorithm"]])
     table(ut_show[["algorithm", "accuracy", "accuracy_lo", "accuracy_hi", "per_seed", "n_seeds", "source", "epsilon",
-                   "sigma", "q", "T", "sampling", "accountant", "delta", "train_seconds"]].rename(columns={
+                   "sigma", "q", "T", "sampling", "accountant", "delta"]].rename(columns={
                        "accuracy": "test accuracy (%)", "accuracy_lo": "low (%)", "accuracy_hi": "high (%)",
-                       "per_seed": "per seed (%)", "source": "source (%)", "epsilon": "ε spent", "sigma": "σ",
-                       "train_seconds": "training (s)"}),
+                       "per_seed": "per seed (%)", "source": "source (%)", "epsilon": "ε spent", "sigma": "σ"}),
           ("Stored paper-profile run (reports/paper/beyond_utility.json). " if u.get("stored") else
            f"This profile ({profile}). ")
           + f"{results.setting_label(u['dataset'], u['model'])}: test accuracy over seeds (t interval), "

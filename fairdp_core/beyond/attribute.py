@@ -30,7 +30,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from ..audit.inference import group_inference, variance_parts
+from ..audit.inference import _group_parts, _pairs, group_inference, variance_parts
 
 __all__ = ["AttributeResult", "attribute_inference_summary", "imputation_guesses", "label_only_guesses",
            "lowest_loss_guesses", "meta_classifier_guesses", "pair_inference"]
@@ -122,18 +122,14 @@ def pair_inference(c: np.ndarray, group: np.ndarray, n_groups: int, weights: dic
                    alpha: float = 0.05) -> dict[str, float]:
     """Σ_k weights[k]·mean_k with its crossed records × model-pairs t interval, for contributions ``c`` [M, N] whose
     sum over models is the per-record quantity (:func:`~fairdp_core.audit.inference.group_inference`'s form)."""
-    c, group = np.asarray(c, float), np.asarray(group)
-    P = c[0::2] + c[1::2]  # [R, N]: model pairs are the independent units
+    P = _pairs(np.asarray(c, float))  # [R, N]: model pairs are the independent units
     R = P.shape[0]
+    every = _group_parts(P, np.asarray(group), n_groups)  # the audit's own per-group variance parts
     parts = {}
     for k in weights:
-        Pk = P[:, group == k]
-        n = Pk.shape[1]
-        if n < 2:
-            raise ValueError(f"group {k} has {n} record(s): no record variance to estimate")
-        resid = Pk - Pk.mean(1)[:, None] - Pk.mean(0)[None, :] + Pk.mean()
-        parts[k] = {"n": n, "mean": float(Pk.sum(0).mean()), "var": float(Pk.sum(0).var(ddof=1)),
-                    "s2_cell": float((resid ** 2).sum() / ((R - 1) * (n - 1))), "row": Pk.mean(1)}
+        if every[k] is None or every[k].get("single"):
+            raise ValueError(f"group {k} has fewer than 2 records: no record variance to estimate")
+        parts[k] = every[k]
     est = float(sum(w * parts[k]["mean"] for k, w in weights.items()))
     vp = variance_parts(parts, weights, R)
     df = min(vp["df"], R - 1)  # as group_inference: the pairs' main effect has R − 1 df

@@ -136,8 +136,8 @@ def risk_table(membership: pd.DataFrame, attribute: pd.DataFrame, inversion: pd.
 
 
 def utility_table(utility: dict, *, alpha: float = 0.05) -> pd.DataFrame:
-    """Per algorithm: test accuracy over the seeds (mean, t interval, each seed), the accounting (σ, q, T, the
-    sampling scheme, the accountant, ε) and the wall time."""
+    """Per algorithm: test accuracy over the seeds (mean, t interval, each seed) and the accounting (σ, q, T, the
+    sampling scheme, the accountant, ε). Wall times are in results/timings, outside every tracked output."""
     rows = []
     for alg, a in utility["algorithms"].items():
         m, lo, hi = _t_over_units(np.asarray(a["accuracy"]), alpha, bounds=(0.0, 1.0))
@@ -146,5 +146,5 @@ def utility_table(utility: dict, *, alpha: float = 0.05) -> pd.DataFrame:
                      "per_seed": ", ".join(f"{100 * v:.2f}" for v in a["accuracy"]), "n_seeds": len(a["accuracy"]),
                      "epsilon": acc.get("epsilon"), "sigma": acc.get("sigma_g"), "q": acc.get("sample_rate"),
                      "T": acc.get("steps"), "sampling": acc.get("sampling"), "accountant": acc.get("accountant"),
-                     "delta": acc.get("delta"), "train_seconds": a["train_seconds"]})
+                     "delta": acc.get("delta")})
     return pd.DataFrame(rows)

@@ -134,21 +134,26 @@ def run_attribute(params: Params, out: Path, *, progress: bool = True) -> pd.Dat
 
 # ----------------------------------------------------------------------------------------------------- inversion
 
-def _evaluator_data(params: Params, data: GroupedData, dataset: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, str]:
-    """(X, class labels, group labels, description) the evaluators fit on: with ``beyond.inversion.evaluator_pool``
-    set for ``dataset``, the pool's training records that are NOT in the attacked models' training pool (matched
-    by content); otherwise 80% of the test split. Either way disjoint from every attacked model's training data."""
+def _evaluator_data(params: Params, data: GroupedData, dataset: str):
+    """(X, class labels, group labels, description, check) for the evaluators: they fit on, with
+    ``beyond.inversion.evaluator_pool`` set for ``dataset``, the pool's training records that are NOT in the attacked
+    models' training pool (matched by content), otherwise on 80% of the test split; ``check`` indexes the test
+    records they are checked on (the whole split, or its other 20%). Either way disjoint from every attacked model's
+    training data."""
     inv = params.beyond.inversion
     pool_name = inv.evaluator_pool.get(dataset)
     if pool_name is None:
         perm = derive_rng(params.seed, "evaluator-split", dataset).permutation(len(data.test))
-        fit = np.sort(perm[: int(0.8 * len(perm))])
-        return data.test.X[fit], data.test.y[fit], data.test.group[fit], "80% of the test split"
+        cut = int(0.8 * len(perm))
+        fit = np.sort(perm[:cut])
+        return (data.test.X[fit], data.test.y[fit], data.test.group[fit], "80% of the test split",
+                np.sort(perm[cut:]))
     pool = load(params.resolve(params.data.prepared_dir) / pool_name)
     seen = {x.tobytes() for x in data.train.X}
     keep = np.array([x.tobytes() not in seen for x in pool.train.X])
     return (pool.train.X[keep], pool.train.y[keep], pool.train.group[keep],
-            f"the {int(keep.sum()):,} training records of {pool_name} outside the attacked pool")
+            f"the {int(keep.sum()):,} training records of {pool_name} outside the attacked pool",
+            np.arange(len(data.test)))
 
 
 def _evaluator(params: Params, data: GroupedData, target: str, dataset: str, fit_data):
@@ -156,15 +161,10 @@ def _evaluator(params: Params, data: GroupedData, target: str, dataset: str, fit
     ('class' or 'group'), checked on the test split (or its other 20%); returns (bank of one model, held-out accuracy,
     n fitted, n checked, its architecture)."""
     inv = params.beyond.inversion
-    X, yc, yg, desc = fit_data
+    X, yc, yg, _, check = fit_data
     labels = yc if target == "class" else yg
     n_out = data.n_classes if target == "class" else data.n_groups
     model = inv.evaluator_model.get(dataset, "cnn")
-    if desc.startswith("80%"):
-        perm = derive_rng(params.seed, "evaluator-split", dataset).permutation(len(data.test))
-        check = np.sort(perm[int(0.8 * len(perm)):])
-    else:
-        check = np.arange(len(data.test))
     spec = TrainSpec(algorithm="sgd", model=model, epochs=inv.evaluator_epochs, batch_size=params.train.batch_size,
                      lr=inv.evaluator_lr)
     bank = train_bank(X, labels, yg, np.ones((1, len(labels)), bool), spec, n_classes=n_out, n_groups=data.n_groups,
@@ -238,7 +238,7 @@ def run_inversion(params: Params, out: Path, *, progress: bool = True) -> pd.Dat
             # a real record's distance to its class mean (test records), the scale for the reconstructions'
             ref = [float(np.sqrt(((data.test.X[data.test.y == c] - means[c]) ** 2).reshape(
                 (data.test.y == c).sum(), -1).mean(1)).mean()) for c in range(data.n_classes)]
-            evaluators[ds] = {"ev": ev, "means": means, "fit": fit_data[3], "ref": ref}
+            evaluators[ds] = {"ev": ev, "means": means, "fit": fit_data[3], "ref": ref, "data": data}
         ev, means = evaluators[ds]["ev"], evaluators[ds]["means"]
         models = list(range(min(inv.models, bank.n_models)))
         r, ex = _invert_and_score(params, name, _run_info(params, name), bank, data, ev, means, models)
@@ -255,7 +255,7 @@ def run_inversion(params: Params, out: Path, *, progress: bool = True) -> pd.Dat
     table = pd.DataFrame(rows)
     ev_info = {}
     for ds, e in evaluators.items():
-        d = load(params.resolve(params.data.prepared_dir) / ds)
+        d = e["data"]  # the attacked dataset, as loaded for its first run
         ev_info[ds] = {t: {"heldout_accuracy": v[1], "n_fit": v[2], "n_check": v[3], "model": v[4], "private": False,
                            "data": e["fit"], "labels": list(d.class_names) if t == "class" else list(d.group_names)}
                        for t, v in e["ev"].items()}
@@ -295,7 +295,9 @@ def utility_run(params: Params, u, *, progress: bool = True) -> dict:
         acc = (pred == data.test.y[None]).mean(1)
         by_group = {gname: (pred[:, data.test.group == k] == data.test.y[data.test.group == k][None]).mean(1)
                     for k, gname in enumerate(data.group_names) if (data.test.group == k).any()}
-        info["algorithms"][alg] = {"accuracy": acc, "accuracy_by_group": by_group, "train_seconds": seconds,
+        # wall time goes to results/timings (untracked), never into the output: a rerun writes the same bytes
+        write_timings(params, f"beyond-utility-{u.dataset}-{u.model}-{alg}", {"train_s": seconds})
+        info["algorithms"][alg] = {"accuracy": acc, "accuracy_by_group": by_group,
                                    "accounting": bank_accounting(bank.accounting) if alg != "sgd" else None}
     return info
 
