@@ -301,7 +301,7 @@ class SweepConfig(_Strict):
     seeds: PositiveInt = 1
 
 
-SynthMethod = Literal["dpdsyn", "dpsgd", "mst", "patectgan", "dpctgan"]
+SynthMethod = Literal["dpdsyn", "dpsgd", "mst", "dpcgan", "patectgan", "dpctgan"]
 
 
 class DPDSynConfig(_Strict):
@@ -322,6 +322,23 @@ class DPDSynConfig(_Strict):
     synth_batch: PositiveInt = 256
     task_lr: Positive = 0.5
     reinit_every: PositiveInt = 50
+
+
+class DPCGANConfig(_Strict):
+    """DP-CGAN (fairdp_core.synth.dpgan.DPCGANSpec), the DP GAN baseline at the stated (ε, δ): epochs over the
+    private pool (T = E·n/B), expected batch B, clip C, σ_c = ``label_sigma_ratio``·σ; the generator's noise size
+    and width, the discriminator's width, their Adam steps, the Gumbel-softmax temperature."""
+
+    epochs: Positive = 10.0
+    batch_size: PositiveInt = 64
+    clip: Positive = 1.0
+    label_sigma_ratio: Positive = 20.0
+    noise_dim: PositiveInt = 32
+    hidden: PositiveInt = 128
+    d_hidden: PositiveInt = 128
+    lr_g: Positive = 2e-3
+    lr_d: Positive = 2e-3
+    temperature: Positive = 0.2
 
 
 class DownstreamConfig(_Strict):
@@ -362,8 +379,8 @@ class SynthAuditConfig(_Strict):
 
 
 class SynthConfig(_Strict):
-    """DP synthetic data (issue 14): DPDSyn against DP-SGD on real data and smartnoise's MST / PATE-CTGAN /
-    DP-CTGAN, at every ε and seed, on each dataset; the non-private DPDSyn (σ = 0) and the classifier trained on
+    """DP synthetic data (issue 14): DPDSyn against DP-SGD on real data, DP-CGAN (fairdp_core.synth.dpgan) and
+    smartnoise's MST (PATE-CTGAN and DP-CTGAN run too but are not at their nominal ε), at every ε and seed, on each dataset; the non-private DPDSyn (σ = 0) and the classifier trained on
     the real pool are always run as upper bounds. ``n_synth``: rows of a released table (public); ``bins``:
     public equal-width bins of [-1, 1] for numerics (fidelity, and the codes the smartnoise baselines see);
     ``accountant``: the one accountant of DPDSyn and its DP-SGD baseline (δ is ``train.delta``)."""
@@ -378,6 +395,7 @@ class SynthConfig(_Strict):
     # (log(1/δ)/(α_max − 1)), and the issue's grid goes to 0.01. DPDSyn and its DP-SGD baseline share it.
     accountant: Literal["rdp", "prv"] = "prv"
     dpdsyn: DPDSynConfig = Field(default_factory=DPDSynConfig)
+    dpcgan: DPCGANConfig = Field(default_factory=DPCGANConfig)
     downstream: DownstreamConfig = Field(default_factory=DownstreamConfig)
     dpsgd: SynthDpsgdConfig = Field(default_factory=SynthDpsgdConfig)
     smartnoise: SmartnoiseConfig = Field(default_factory=SmartnoiseConfig)

@@ -359,7 +359,8 @@ def _train_opacus(factory, X, y, membership, spec, *, seed: int, progress: bool)
                      "steps_taken": done, "sigma_applied": getattr(opt, "noise_multiplier", None),
                      "delta": spec.delta, "accountant": spec.accountant,
                      "epsilon": float("inf") if sigma is None else epsilon(sigma, sample_rate=q, steps=steps,
-                                                                          delta=spec.delta, accountant=spec.accountant)})
+                                                                          delta=spec.delta, accountant=spec.accountant,
+                                                                          target_epsilon=spec.target_epsilon)})
     return models, acct
 
 

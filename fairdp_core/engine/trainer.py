@@ -474,7 +474,8 @@ def train_bank(X: np.ndarray, y: np.ndarray, group: np.ndarray, membership: np.n
                 params[n].sub_(grads[n], alpha=spec.lr / spec.batch_size)
     seconds = time.perf_counter() - t0
 
-    spent = {qm: epsilon(sigma_eff, sample_rate=qm, steps=steps, delta=spec.delta, accountant=spec.accountant)
+    spent = {qm: epsilon(sigma_eff, sample_rate=qm, steps=steps, delta=spec.delta, accountant=spec.accountant,
+                         target_epsilon=spec.target_epsilon)
              for qm in set(q.tolist())}  # σ_eff = 0 (SGD) gives ε = ∞
     accounting = [Accounting(
         algorithm=spec.algorithm, sigma_g=sigma_g, sigma_b=sigma_b, sigma_s=sigma_s, sigma_eff=sigma_eff,

@@ -124,44 +124,31 @@ def noisy_label_marginal(y: np.ndarray, n_classes: int, *, sigma_c: float, floor
 
 
 def dpdsyn_epsilon(sigma: float, *, sample_rate: float, steps: int, delta: float, label_sigma_ratio: float,
-                   accountant: str = "rdp") -> float:
+                   accountant: str = "rdp", target_epsilon: float | None = None) -> float:
     """ε of DPDSyn's releases composed: T Poisson-subsampled Gaussian steps (σ, q) and one Gaussian count release
-    at σ_c = ratio·σ, by the Opacus accountant (∞ when σ = 0)."""
+    at σ_c = ratio·σ, by the engine's Opacus accountant (:func:`~fairdp_core.engine.accounting.history_epsilon`,
+    PRV's error margin set from ``target_epsilon``; ∞ when σ = 0)."""
+    from ..engine.accounting import history_epsilon
+
     if sigma <= 0:
         return math.inf
-    from opacus.accountants import create_accountant
-
-    acc = create_accountant(accountant)
-    acc.history = [(sigma, sample_rate, steps), (label_sigma_ratio * sigma, 1.0, 1)]
-    return float(acc.get_epsilon(delta=delta))
+    return history_epsilon([(sigma, sample_rate, steps), (label_sigma_ratio * sigma, 1.0, 1)], delta=delta,
+                           accountant=accountant, target_epsilon=target_epsilon)
 
 
 def calibrate_dpdsyn(target_epsilon: float, *, sample_rate: float, steps: int, delta: float,
                      label_sigma_ratio: float, accountant: str = "rdp", rel_tol: float = 1e-3) -> float:
-    """The smallest σ (to ``rel_tol``) whose composed ε (:func:`dpdsyn_epsilon`) is at most the target: bisection
-    on log σ with the accountant as the oracle; never overshoots."""
+    """The smallest σ (to ``rel_tol``) whose composed ε (:func:`dpdsyn_epsilon`) is at most the target: the engine's
+    bisection (:func:`~fairdp_core.engine.accounting.calibrate`) with this composition as the oracle."""
+    from ..engine.accounting import calibrate
+
     if not (target_epsilon > 0 and 0 < delta < 1 and 0 < sample_rate <= 1 and steps >= 1):
         raise ValueError(f"cannot calibrate: ε={target_epsilon}, δ={delta}, q={sample_rate}, T={steps}")
-
-    def eps(s: float) -> float:
-        return dpdsyn_epsilon(s, sample_rate=sample_rate, steps=steps, delta=delta,
-                              label_sigma_ratio=label_sigma_ratio, accountant=accountant)
-
-    hi = 1.0
-    while eps(hi) > target_epsilon:
-        hi *= 2.0
-        if hi > 1e7:
-            raise ValueError(f"no σ ≤ 1e7 reaches ε = {target_epsilon}")
-    lo = hi / 2.0
-    while lo > 1e-3 and eps(lo) <= target_epsilon:
-        hi, lo = lo, lo / 2.0
-    while (hi - lo) / hi > rel_tol:
-        mid = math.sqrt(lo * hi)
-        if eps(mid) <= target_epsilon:
-            hi = mid
-        else:
-            lo = mid
-    return float(hi)
+    return calibrate(target_epsilon,
+                     lambda s: dpdsyn_epsilon(s, sample_rate=sample_rate, steps=steps, delta=delta,
+                                              label_sigma_ratio=label_sigma_ratio, accountant=accountant,
+                                              target_epsilon=target_epsilon),
+                     rel_tol=rel_tol, cap=1e7, what=f" (DPDSyn: q={sample_rate}, T={steps}, δ={delta})")
 
 
 # --------------------------------------------------------------------------------------------- the model
@@ -273,7 +260,8 @@ def train_dpdsyn(X: np.ndarray, y: np.ndarray, layout: Layout, spec: DPDSynSpec,
                                  label_sigma_ratio=spec.label_sigma_ratio, accountant=spec.accountant)
     sigma_c = spec.label_sigma_ratio * sigma
     eps = dpdsyn_epsilon(sigma, sample_rate=q, steps=steps, delta=spec.delta,
-                         label_sigma_ratio=spec.label_sigma_ratio, accountant=spec.accountant)
+                         label_sigma_ratio=spec.label_sigma_ratio, accountant=spec.accountant,
+                         target_epsilon=spec.target_epsilon)
 
     def tgen(*labels) -> torch.Generator:
         return torch.Generator().manual_seed(derive_seed(seed, "dpdsyn", *labels))

@@ -1,5 +1,8 @@
 """The standard DP synthesizers (MST, PATE-CTGAN, DP-CTGAN) from smartnoise-synth, as baselines for DPDSyn.
 
+MST is DP at the (ε, δ) it is given. PATE-CTGAN and DP-CTGAN are not (see :mod:`fairdp_core.synth.dpgan`, "Why not
+smartnoise's GANs"): they stay runnable, and the report labels them as nominal ε and keeps them out of its claims.
+
 smartnoise-synth 1.0.8 pins opacus < 0.15 (0.14.0), which conflicts with the project's opacus 1.6, so this module
 runs in its own environment, ``.venv-synth`` (``make synth-venv``: torch 2.13 CPU, smartnoise-synth 1.0.8,
 packaging), and imports nothing of fairdp_core but the numpy/pandas-only :mod:`fairdp_core.synth.layout`,
@@ -7,9 +10,10 @@ packaging), and imports nothing of fairdp_core but the numpy/pandas-only :mod:`f
 
     .venv-synth/bin/python -m fairdp_core.synth.smartnoise_run DATASET [--params params.yaml]
 
-writes ``results/synth_baseline/<dataset>/<method>-e<ε>-s<seed>.npz`` (X float32 [n_synth, d], y int64),
-``timings.json`` and ``refused.json`` (the runs a synthesizer refused, with its message: PATE-CTGAN raises for
-an ε too small for one round of its teachers). The records are handed to smartnoise as categorical codes:
+writes ``results/synth_baseline/<dataset>/<method>-e<ε>-s<seed>.npz`` (X float32 [n_synth, d], y int64) and
+``refused.json`` (the runs a synthesizer refused, with its message: PATE-CTGAN raises for an ε too small for one
+round of its teachers); wall times go to ``results/timings/synth_baseline-<dataset>.json``, outside the tracked
+output. The records are handed to smartnoise as categorical codes:
 numeric columns in the public equal-width bins of [-1, 1] (decoded back to bin midpoints), one-hot blocks as
 their index, the label as a column. The category sets come from the public schema, never from the records: the
 transformer is fitted on a public frame that lists every code, so smartnoise spends no budget and learns nothing
@@ -27,7 +31,7 @@ import numpy as np
 import pandas as pd
 import yaml
 
-from ..atomic import atomic_dir
+from ..atomic import atomic_dir, write_text
 from ..data.base import load
 from ..seeding import derive_seed
 from .layout import Layout, discretise
@@ -141,8 +145,8 @@ def main(argv: list[str] | None = None) -> int:
                     np.savez(tmp / f"{key}.npz", X=X, y=y)
                     timings[key] = round(time.perf_counter() - t0, 3)
                     print(json.dumps({"dataset": args.dataset, "run": key, "seconds": timings[key]}), flush=True)
-        (tmp / "timings.json").write_text(json.dumps(timings, indent=1) + "\n")
         (tmp / "refused.json").write_text(json.dumps(refused, indent=1) + "\n")
+    write_text(base / "results/timings" / f"synth_baseline-{args.dataset}.json", json.dumps(timings, indent=1) + "\n")
     return 0
 
 
