@@ -59,8 +59,9 @@ ALGORITHM_COLORS = {
     "DPDSyn": "#C0392B",
     "DPDSyn (no noise)": "#F1948A",
     "MST": "#7D3C98",
-    "PATE-CTGAN": "#17BECF",
-    "DP-CTGAN": "#B7950B",
+    "DP-CGAN": "#17BECF",
+    "PATE-CTGAN (nominal ε)": "#B7950B",
+    "DP-CTGAN (nominal ε)": "#6E2C00",
 }
 ATTACK_LABELS = {
     "alooa_cross_fit": "PA-ALOOA cross-fitted", "alooa_in_sample": "PA-ALOOA in-sample (paper)",

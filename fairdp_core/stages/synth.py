@@ -150,7 +150,8 @@ def run_synth(params: Params, dataset: str, out: str | os.PathLike) -> tuple[dic
     summary = {"dataset": dataset, "n_train": len(tr), "n_test": len(te), "group_names": list(data.group_names),
                "majority_rate": float(max(np.mean(te.y == k) for k in range(data.n_classes))),
                "methods": list(s.methods), "epsilons": list(s.epsilons), "seeds": s.seeds, "n_synth": s.n_synth,
-               "downstream": down.model_dump(), "dpdsyn": s.dpdsyn.model_dump(), "dpsgd": s.dpsgd.model_dump(),
+               "downstream": down.model_dump(), "dpdsyn": s.dpdsyn.model_dump(), "dpcgan": s.dpcgan.model_dump(),
+               "dpsgd": s.dpsgd.model_dump(),
                "refused": refusals}
     with atomic_dir(out) as tmp:
         util_df.to_csv(tmp / "utility.csv", index=False)

@@ -28,7 +28,8 @@ as one DP-SGD step) and release 2 (a Gaussian count of sensitivity 1), nowhere e
 synthetic batches and the released table are computed from the releases and randomness independent of the data
 (post-processing; D's parameters at step t depend on earlier releases only: adaptive composition). The privacy
 loss is the composition [(σ, q, T), (σ_c, 1, 1)], DPDSyn's own (:func:`~fairdp_core.synth.dpdsyn.dpdsyn_epsilon`),
-so both are calibrated by the same accountant to the same target.
+so both are calibrated by the same accountant to the same target. As everywhere in the project (and in Opacus),
+the pool size n is public: q = B/n and T = E·n/B are computed from it.
 """
 
 from __future__ import annotations
@@ -122,7 +123,8 @@ def train_dpcgan(X: np.ndarray, y: np.ndarray, layout: Layout, spec: DPCGANSpec,
     (Poisson sampling, gradient noise, label noise, initialisations, latents) derive from ``seed`` with distinct
     labels. ``release`` / ``label_release``: the two mechanisms (replaceable only in tests). Returns a
     :class:`~fairdp_core.synth.dpdsyn.SynthResult` (sample it with :func:`~fairdp_core.synth.dpdsyn.sample_table`);
-    ``match_loss`` holds the discriminator's loss per step."""
+    ``match_loss`` holds the fake half of the discriminator's loss per step (the real half is never computed
+    outside the release)."""
     t0 = time.perf_counter()
     n, d = X.shape
     if d != layout.d:
