@@ -108,7 +108,7 @@ def notebook_parameters(params: Params, name: str) -> dict[str, object]:
         "group_gpr": {"seed": params.seed},
         "synthetic_data": {"seed": params.seed, "synth_dir": str(params.resolve("results/synth")),
                            "synth_audit_dir": str(params.resolve("results/synth_audit")),
-                           "synth": params.synth.model_dump(), "timings_dir": str(params.resolve("results/timings")),
+                           "synth": params.synth.model_dump(),
                            "stored_synth_dir": str(params.resolve("reports/paper/synth"))},
         "outcome_fairness": {"n_boot": min(params.audit.n_boot, 500), "seed": params.seed},
         # MNIST images for the Opacus quickstart: 5,000, or the prepared training set when smaller (smoke)

@@ -81,6 +81,16 @@ def synthesize(method: str, df: pd.DataFrame, public: pd.DataFrame, *, epsilon: 
     np.random.seed(seed % 2**32)  # smartnoise draws from the global streams; seeded once per synthesizer
     random.seed(seed)
     torch.manual_seed(seed)
+    if method == "mst":
+        # MST's measurement noise comes from OpenDP's make_gaussian, a cryptographic RNG that cannot be seeded: the
+        # same params gave a different table on every run. The same N(0, σ²) draws from a stream of this
+        # synthesizer's seed instead (the noise every other DP mechanism of the project uses: a seeded PRNG, as
+        # Opacus), so the stage is reproducible; the distribution, and so the privacy guarantee, is unchanged.
+        import snsynth.mst.mst as mst_module
+
+        noise_rng = np.random.default_rng(seed)
+        mst_module.gaussian_noise = lambda sigma, size=None: (
+            float(noise_rng.normal(0.0, sigma)) if size is None else list(noise_rng.normal(0.0, sigma, size)))
     cols = list(df.columns)
     style = "cube" if method == "mst" else "gan"
     tt = TableTransformer.create(public, style=style, categorical_columns=cols)
