@@ -380,10 +380,11 @@ class SynthAuditConfig(_Strict):
 
 class SynthConfig(_Strict):
     """DP synthetic data (issue 14): DPDSyn against DP-SGD on real data, DP-CGAN (fairdp_core.synth.dpgan) and
-    smartnoise's MST (PATE-CTGAN and DP-CTGAN run too but are not at their nominal ε), at every ε and seed, on each dataset; the non-private DPDSyn (σ = 0) and the classifier trained on
-    the real pool are always run as upper bounds. ``n_synth``: rows of a released table (public); ``bins``:
+    smartnoise's MST (PATE-CTGAN and DP-CTGAN run too but are not at their nominal ε), at every ε and seed, on each
+    dataset; the non-private DPDSyn (σ = 0) and the classifier trained on the real pool are always run as upper
+    bounds. ``n_synth``: rows of a released table (public); ``bins``:
     public equal-width bins of [-1, 1] for numerics (fidelity, and the codes the smartnoise baselines see);
-    ``accountant``: the one accountant of DPDSyn and its DP-SGD baseline (δ is ``train.delta``)."""
+    ``accountant``: the one accountant of DPDSyn, DP-CGAN and the DP-SGD baseline (δ is ``train.delta``)."""
 
     datasets: list[str] = Field(default_factory=list)
     methods: list[SynthMethod] = Field(default_factory=lambda: ["dpdsyn", "dpsgd"])

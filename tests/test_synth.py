@@ -23,7 +23,6 @@ from fairdp_core.synth.evaluate import fidelity, fit_classifier, predict_proba
 from fairdp_core.synth.layout import Layout
 
 
-
 @pytest.fixture(autouse=True)
 def _one_thread():
     """Every test here at one torch thread, whatever the tests before it left: the GAN's training (and so its

@@ -43,8 +43,7 @@ from torch import nn
 from torch.func import functional_call, grad, vmap
 
 from ..seeding import derive_seed
-from .dpdsyn import (Generator, SynthResult, calibrate_dpdsyn, dpdsyn_epsilon, noisy_label_marginal, private_gradient,
-                     reinit_)
+from .dpdsyn import Generator, SynthResult, calibrate_dpdsyn, dpdsyn_epsilon, noisy_label_marginal, private_gradient, reinit_
 from .layout import Layout
 
 __all__ = ["DPCGANSpec", "Discriminator", "straight_through", "train_dpcgan"]
