@@ -56,7 +56,7 @@ from ..seeding import derive_seed
 from .layout import Layout
 
 __all__ = ["DPDSynSpec", "Generator", "SynthResult", "calibrate_dpdsyn", "dpdsyn_epsilon", "noisy_label_marginal",
-           "per_sample_grads", "private_gradient", "reinit_", "sample_table", "train_dpdsyn"]
+           "per_sample_grads", "private_gradient", "reinit_", "release_schedule", "sample_table", "train_dpdsyn"]
 
 
 @dataclass(frozen=True)
@@ -149,6 +149,23 @@ def calibrate_dpdsyn(target_epsilon: float, *, sample_rate: float, steps: int, d
                                               label_sigma_ratio=label_sigma_ratio, accountant=accountant,
                                               target_epsilon=target_epsilon),
                      rel_tol=rel_tol, cap=1e7, what=f" (DPDSyn: q={sample_rate}, T={steps}, δ={delta})")
+
+
+def release_schedule(spec, n: int) -> tuple[float, int, float, float, float]:
+    """(q, T, σ, σ_c, ε) of a generator trained from the two releases (DPDSyn, DP-CGAN) on n records (public):
+    q = B/n, T = round(E·n/B), σ given or calibrated to the target (:func:`calibrate_dpdsyn`), σ_c = ratio·σ, and
+    the ε of the composition (:func:`dpdsyn_epsilon`). ``spec``: a DPDSynSpec or DPCGANSpec."""
+    q = spec.batch_size / n
+    steps = max(1, int(round(spec.epochs * n / spec.batch_size)))
+    if spec.noise_multiplier is not None:
+        sigma = float(spec.noise_multiplier)
+    else:
+        sigma = calibrate_dpdsyn(spec.target_epsilon, sample_rate=q, steps=steps, delta=spec.delta,
+                                 label_sigma_ratio=spec.label_sigma_ratio, accountant=spec.accountant)
+    eps = dpdsyn_epsilon(sigma, sample_rate=q, steps=steps, delta=spec.delta,
+                         label_sigma_ratio=spec.label_sigma_ratio, accountant=spec.accountant,
+                         target_epsilon=spec.target_epsilon)
+    return q, steps, sigma, spec.label_sigma_ratio * sigma, eps
 
 
 # --------------------------------------------------------------------------------------------- the model
@@ -251,17 +268,7 @@ def train_dpdsyn(X: np.ndarray, y: np.ndarray, layout: Layout, spec: DPDSynSpec,
     n, d = X.shape
     if d != layout.d:
         raise ValueError(f"X has {d} columns, the layout {layout.d}")
-    q = spec.batch_size / n
-    steps = max(1, int(round(spec.epochs * n / spec.batch_size)))
-    if spec.noise_multiplier is not None:
-        sigma = float(spec.noise_multiplier)
-    else:
-        sigma = calibrate_dpdsyn(spec.target_epsilon, sample_rate=q, steps=steps, delta=spec.delta,
-                                 label_sigma_ratio=spec.label_sigma_ratio, accountant=spec.accountant)
-    sigma_c = spec.label_sigma_ratio * sigma
-    eps = dpdsyn_epsilon(sigma, sample_rate=q, steps=steps, delta=spec.delta,
-                         label_sigma_ratio=spec.label_sigma_ratio, accountant=spec.accountant,
-                         target_epsilon=spec.target_epsilon)
+    q, steps, sigma, sigma_c, eps = release_schedule(spec, n)
 
     def tgen(*labels) -> torch.Generator:
         return torch.Generator().manual_seed(derive_seed(seed, "dpdsyn", *labels))

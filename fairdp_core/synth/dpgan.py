@@ -43,7 +43,7 @@ from torch import nn
 from torch.func import functional_call, grad, vmap
 
 from ..seeding import derive_seed
-from .dpdsyn import Generator, SynthResult, calibrate_dpdsyn, dpdsyn_epsilon, noisy_label_marginal, private_gradient, reinit_
+from .dpdsyn import Generator, SynthResult, noisy_label_marginal, private_gradient, reinit_, release_schedule
 from .layout import Layout
 
 __all__ = ["DPCGANSpec", "Discriminator", "straight_through", "train_dpcgan"]
@@ -128,16 +128,7 @@ def train_dpcgan(X: np.ndarray, y: np.ndarray, layout: Layout, spec: DPCGANSpec,
     n, d = X.shape
     if d != layout.d:
         raise ValueError(f"X has {d} columns, the layout {layout.d}")
-    q = spec.batch_size / n
-    steps = max(1, int(round(spec.epochs * n / spec.batch_size)))
-    if spec.noise_multiplier is not None:
-        sigma = float(spec.noise_multiplier)
-    else:
-        sigma = calibrate_dpdsyn(spec.target_epsilon, sample_rate=q, steps=steps, delta=spec.delta,
-                                 label_sigma_ratio=spec.label_sigma_ratio, accountant=spec.accountant)
-    sigma_c = spec.label_sigma_ratio * sigma
-    eps = dpdsyn_epsilon(sigma, sample_rate=q, steps=steps, delta=spec.delta, label_sigma_ratio=spec.label_sigma_ratio,
-                         accountant=spec.accountant, target_epsilon=spec.target_epsilon)
+    q, steps, sigma, sigma_c, eps = release_schedule(spec, n)  # DPDSyn's composition and calibration
 
     def tgen(*labels) -> torch.Generator:
         return torch.Generator().manual_seed(derive_seed(seed, "dpcgan", *labels))
