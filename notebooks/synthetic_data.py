@@ -56,7 +56,7 @@ from IPython.display import Markdown, display
 
 from fairdp_core import plots
 from fairdp_core import report_helpers as rh
-from fairdp_core.synth.report import METHOD_LABELS, audit_tables, claim_verdicts, utility_summary
+from fairdp_core.synth.report import METHOD_LABELS, audit_tables, claim_verdicts, utility_summary, verdict_counts
 
 PARAMETERS = ("train_dir", "results_dir", "prepared_dir", "figures_dir", "metrics_path", "runs", "profile", "alpha",
               "seed", "synth_dir", "synth_audit_dir", "synth", "stored_synth_dir")
@@ -260,10 +260,7 @@ elif len(cv):
     table(cv.rename(columns={"diff_pp": "difference (pp)"}), "The issue's claims per dataset and ε: difference (pp), "
           "Welch t interval over seeds, Bonferroni-simultaneous over the claim's comparisons (— with one seed), seeds per "
           "arm, verdict.", csv="claims", rows=12)
-    counts = cv.assign(kind=cv.claim.str[:2]).groupby("kind")["verdict"].agg(lambda v: "; ".join(
-        f"{k}: {n}" for k, n in v.str.split(" \\(").str[0].value_counts().items()))
-    display(Markdown("**Verdict counts per claim** (over datasets × ε): " + " · ".join(
-        f"claim {k.strip('. ')}: {v}" for k, v in counts.items())))
+    display(Markdown("**Verdict counts per claim** (over datasets × ε): " + verdict_counts(cv)))
 else:
     display(Markdown("No claim is testable in this profile (no baseline or no DP-SGD arm ran)."))
 
@@ -305,10 +302,7 @@ if profile != "paper" and stored is not None and (stored / "synth").is_dir():
           "Paper profile (stored): the issue's claims per dataset and ε, Welch t interval over 3 seeds, "
           "Bonferroni-simultaneous over each claim's comparisons, verdict; decided verdicts first.",
           csv="paper_claims", rows=3)
-    p_counts = p_cv.assign(kind=p_cv.claim.str[:2]).groupby("kind")["verdict"].agg(lambda v: "; ".join(
-        f"{k}: {n}" for k, n in v.str.split(" \\(").str[0].value_counts().items()))
-    display(Markdown("**Paper profile, verdict counts per claim** (over datasets × ε): " + " · ".join(
-        f"claim {k.strip('. ')}: {v}" for k, v in p_counts.items())))
+    display(Markdown("**Paper profile, verdict counts per claim** (over datasets × ε): " + verdict_counts(p_cv)))
     p_aud, p_paired = audit_tables(p_audits)
     if len(p_paired):
         table(p_paired, "Paper profile (stored): DPDSyn − DP-SGD on the same design, paired intervals (as above).",

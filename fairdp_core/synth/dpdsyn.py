@@ -55,19 +55,19 @@ from ..models import build_model
 from ..seeding import derive_seed
 from .layout import Layout
 
-__all__ = ["DPDSynSpec", "Generator", "SynthResult", "calibrate_dpdsyn", "dpdsyn_epsilon", "noisy_label_marginal",
-           "per_sample_grads", "private_gradient", "reinit_", "release_schedule", "sample_table", "train_dpdsyn"]
+__all__ = ["DPDSynSpec", "Generator", "ReleaseSpec", "SynthResult", "calibrate_dpdsyn", "dpdsyn_epsilon",
+           "noisy_label_marginal", "per_sample_grads", "private_gradient", "reinit_", "release_schedule", "sample_table",
+           "train_dpdsyn"]
 
 
 @dataclass(frozen=True)
-class DPDSynSpec:
-    """DPDSyn's settings (keyword-only, public). ``target_epsilon`` (calibrate σ with ``delta``, q = B/n, T =
-    round(epochs·n/B)) or ``noise_multiplier`` σ (0: no noise and no ε, the non-private upper bound; the label
-    marginal is then exact). ``clip`` C; ``label_sigma_ratio``: σ_c = ratio·σ; ``label_floor``: public floor of a
-    noised class count. Generator: ``noise_dim``, ``hidden``, Adam ``lr_g``, ``g_steps`` updates per release,
-    Gumbel-softmax temperature ``temperature``, synthetic batch ``synth_batch``. Task model: ``task_model``
-    ('lr' or 'mlp', hidden ``task_hidden``), step ``task_lr``, re-initialised every ``reinit_every`` steps."""
+class ReleaseSpec:
+    """What every generator trained from the two releases shares (DPDSyn, DP-CGAN): ``target_epsilon`` (calibrate
+    σ with ``delta``, q = B/n, T = round(epochs·n/B)) or ``noise_multiplier`` σ (0: no noise and no ε, the
+    non-private upper bound; the label marginal is then exact); clip C; σ_c = ``label_sigma_ratio``·σ for the label
+    counts, ``label_floor`` the public floor of a noised count; the generator's noise size and width."""
 
+    NAME = "the generator"
     epochs: float = 5.0
     batch_size: int = 256
     clip: float = 1.0
@@ -79,6 +79,22 @@ class DPDSynSpec:
     label_floor: float = 1.0
     noise_dim: int = 32
     hidden: int = 128
+
+    def __post_init__(self) -> None:
+        if (self.target_epsilon is None) == (self.noise_multiplier is None):
+            raise ValueError(f"{self.NAME} needs exactly one of target_epsilon and noise_multiplier")
+        if self.clip <= 0 or self.batch_size <= 0 or self.epochs <= 0 or self.label_sigma_ratio <= 0:
+            raise ValueError("clip, batch_size, epochs and label_sigma_ratio must be positive")
+
+
+@dataclass(frozen=True)
+class DPDSynSpec(ReleaseSpec):
+    """DPDSyn's settings (keyword-only, public): those of :class:`ReleaseSpec`, and the generator's Adam step
+    ``lr_g``, ``g_steps`` updates per release, Gumbel-softmax temperature ``temperature``, synthetic batch
+    ``synth_batch``. Task model: ``task_model`` ('lr' or 'mlp', hidden ``task_hidden``), step ``task_lr``,
+    re-initialised every ``reinit_every`` steps."""
+
+    NAME = "DPDSyn"
     lr_g: float = 1e-3
     g_steps: int = 1
     temperature: float = 0.5
@@ -87,12 +103,6 @@ class DPDSynSpec:
     task_hidden: int = 32
     task_lr: float = 0.5
     reinit_every: int = 50
-
-    def __post_init__(self) -> None:
-        if (self.target_epsilon is None) == (self.noise_multiplier is None):
-            raise ValueError("DPDSyn needs exactly one of target_epsilon and noise_multiplier")
-        if self.clip <= 0 or self.batch_size <= 0 or self.epochs <= 0 or self.label_sigma_ratio <= 0:
-            raise ValueError("clip, batch_size, epochs and label_sigma_ratio must be positive")
 
 
 # ------------------------------------------------------------------------------------------- the releases
@@ -151,10 +161,10 @@ def calibrate_dpdsyn(target_epsilon: float, *, sample_rate: float, steps: int, d
                      rel_tol=rel_tol, cap=1e7, what=f" (DPDSyn: q={sample_rate}, T={steps}, δ={delta})")
 
 
-def release_schedule(spec, n: int) -> tuple[float, int, float, float, float]:
+def release_schedule(spec: ReleaseSpec, n: int) -> tuple[float, int, float, float, float]:
     """(q, T, σ, σ_c, ε) of a generator trained from the two releases (DPDSyn, DP-CGAN) on n records (public):
     q = B/n, T = round(E·n/B), σ given or calibrated to the target (:func:`calibrate_dpdsyn`), σ_c = ratio·σ, and
-    the ε of the composition (:func:`dpdsyn_epsilon`). ``spec``: a DPDSynSpec or DPCGANSpec."""
+    the ε of the composition (:func:`dpdsyn_epsilon`)."""
     q = spec.batch_size / n
     steps = max(1, int(round(spec.epochs * n / spec.batch_size)))
     if spec.noise_multiplier is not None:

@@ -43,39 +43,22 @@ from torch import nn
 from torch.func import functional_call, grad, vmap
 
 from ..seeding import derive_seed
-from .dpdsyn import Generator, SynthResult, noisy_label_marginal, private_gradient, reinit_, release_schedule
+from .dpdsyn import Generator, ReleaseSpec, SynthResult, noisy_label_marginal, private_gradient, reinit_, release_schedule
 from .layout import Layout
 
 __all__ = ["DPCGANSpec", "Discriminator", "straight_through", "train_dpcgan"]
 
 
 @dataclass(frozen=True)
-class DPCGANSpec:
-    """DP-CGAN's settings: ``target_epsilon`` (σ calibrated with ``delta``, q = B/n, T = round(epochs·n/B)) or
-    ``noise_multiplier`` (0: the non-private GAN); clip C, σ_c = ``label_sigma_ratio``·σ, ``label_floor``; the
-    generator's noise size and width, the discriminator's width, their Adam steps, the Gumbel-softmax temperature."""
+class DPCGANSpec(ReleaseSpec):
+    """DP-CGAN's settings: those of :class:`~fairdp_core.synth.dpdsyn.ReleaseSpec`, and the discriminator's width,
+    the two Adam steps and the Gumbel-softmax temperature."""
 
-    epochs: float = 5.0
-    batch_size: int = 256
-    clip: float = 1.0
-    target_epsilon: float | None = None
-    noise_multiplier: float | None = None
-    delta: float = 1e-5
-    accountant: str = "rdp"
-    label_sigma_ratio: float = 20.0
-    label_floor: float = 1.0
-    noise_dim: int = 32
-    hidden: int = 128
+    NAME = "DP-CGAN"
     d_hidden: int = 64
     lr_g: float = 2e-3
     lr_d: float = 2e-3
     temperature: float = 0.5
-
-    def __post_init__(self) -> None:
-        if (self.target_epsilon is None) == (self.noise_multiplier is None):
-            raise ValueError("DP-CGAN needs exactly one of target_epsilon and noise_multiplier")
-        if self.clip <= 0 or self.batch_size <= 0 or self.epochs <= 0 or self.label_sigma_ratio <= 0:
-            raise ValueError("clip, batch_size, epochs and label_sigma_ratio must be positive")
 
 
 class Discriminator(nn.Module):

@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-__all__ = ["METHOD_LABELS", "audit_tables", "claim_verdicts", "t_interval", "utility_summary"]
+__all__ = ["METHOD_LABELS", "audit_tables", "claim_verdicts", "t_interval", "utility_summary", "verdict_counts"]
 
 # the labels the report prints; SGD on the real pool and DP-SGD keep the study's names (and colours)
 METHOD_LABELS = {"real": "SGD", "dpsgd": "DP-SGD", "dpdsyn": "DPDSyn", "dpdsyn_nonprivate": "DPDSyn (no noise)",
@@ -153,3 +153,10 @@ def audit_tables(audits: dict[str, dict]) -> tuple[pd.DataFrame, pd.DataFrame]:
                         "p": c.get("p"), "MDE80 (pp)": c.get("mde80_pp")})
             paired.append(row)
     return pd.DataFrame(rows), pd.DataFrame(paired)
+
+
+def verdict_counts(cv: pd.DataFrame) -> str:
+    """The verdicts of :func:`claim_verdicts` counted per claim, as one line: "claim 1: inconclusive: 15; …"."""
+    counts = cv.assign(kind=cv.claim.str[:2]).groupby("kind")["verdict"].agg(lambda v: "; ".join(
+        f"{k}: {n}" for k, n in v.str.split(" \\(").str[0].value_counts().items()))
+    return " · ".join(f"claim {k.strip('. ')}: {v}" for k, v in counts.items())
