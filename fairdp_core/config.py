@@ -252,13 +252,16 @@ class ComputeConfig(_Strict):
     ``threads_per_worker`` torch threads (1: this process, ``train.threads`` threads). ``backend``: ``loky``
     (worker processes on this machine) or ``ray`` (Ray tasks). ``ray_address``: ``local`` starts a Ray on this
     machine, ``auto`` or ``host:port`` joins a running cluster (``ray start --head``); setting it selects Ray.
-    ``gpus_per_worker``: Ray's ``num_gpus`` per shard (a fraction shares a GPU; with ``train.device: cuda``)."""
+    ``gpus_per_worker``: Ray's ``num_gpus`` per shard (a fraction shares a GPU; with ``train.device: cuda``).
+    ``shard_models``: the model families whose banks are sharded (None: every one); the others train in the stage's
+    own process, where a bank of seconds (LR) would pay more for starting the workers than sharding saves."""
 
     workers: PositiveInt = 1
     backend: Literal["loky", "ray"] = "loky"
     ray_address: str | None = None
     threads_per_worker: PositiveInt = 1
     gpus_per_worker: Annotated[float, Field(ge=0.0)] = 0.0
+    shard_models: list[ModelName] | None = None
 
     @model_validator(mode="before")
     @classmethod

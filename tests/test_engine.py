@@ -28,6 +28,7 @@ from fairdp_core.engine import (
     stack_params,
     train_bank,
 )
+from fairdp_core.engine.backends import LayerBackend
 from fairdp_core.engine.trainer import _init_module, _NoiseBank
 from fairdp_core.models import build_model
 
@@ -67,6 +68,36 @@ def test_per_sample_gradients_match_single_sample_loop(name, shape, C, backend):
                 ref_sum[n] += factors[m, i] * g[n]
         for n in ref_sum:
             torch.testing.assert_close(sums[n][m], ref_sum[n], atol=1e-5, rtol=1e-4)
+
+
+class _OddConvs(nn.Module):
+    """Convolutions with every geometry the closed-form patches handle: rectangular kernels, unequal strides,
+    padding and dilation, on a non-square input."""
+
+    def __init__(self):
+        super().__init__()
+        self.c1 = nn.Conv2d(2, 3, (3, 2), stride=(2, 1), padding=(1, 2), dilation=(1, 2))
+        self.c2 = nn.Conv2d(3, 4, 3, stride=1, padding=0, dilation=2)
+        self.fc = nn.Linear(4, 3)
+
+    def forward(self, x):
+        return self.fc(torch.tanh(self.c2(torch.tanh(self.c1(x)))).mean((2, 3)))
+
+
+def test_layer_backend_conv_geometry_matches_torch_func():
+    """LayerBackend's strided patches (padding, stride, dilation, rectangular kernels) give the per-sample norms
+    and clipped sums of torch.func's materialised gradients (atol 1e-5, rtol 1e-4)."""
+    torch.manual_seed(0)
+    mods = [_OddConvs() for _ in range(2)]
+    params = stack_params(mods)
+    x, y = torch.randn(2, 5, 2, 11, 9), torch.randint(0, 3, (2, 5))
+    factors = torch.rand(2, 5)
+    fast, ref = LayerBackend(mods[0]), FuncBackend(mods[0])
+    (n1, c1), (n2, c2) = fast.per_sample(params, x, y), ref.per_sample(params, x, y)
+    torch.testing.assert_close(n1, n2, atol=1e-5, rtol=1e-4)
+    s1, s2 = fast.clipped_sum(c1, factors), ref.clipped_sum(c2, factors)
+    for k in s2:
+        torch.testing.assert_close(s1[k], s2[k], atol=1e-5, rtol=1e-4)
 
 
 def test_evaluate_matches_module_forward():

@@ -181,6 +181,7 @@ def test_ray_missing_names_the_key_and_file(data, tmp_path, monkeypatch):
     ({"backend": "dask"}, r"compute\.backend: Input should be 'loky' or 'ray'"),
     ({"backend": "loky", "ray_address": "auto"}, r"compute: ray_address is set \('auto'\) but backend is 'loky'"),
     ({"gpus_per_worker": 0.5}, r"compute: gpus_per_worker is Ray's num_gpus"),
+    ({"shard_models": ["cnn", "mpl"]}, r"compute\.shard_models\.1: Input should be 'lr', 'mlp', 'cnn' or 'cnn_relu'"),
 ])
 def test_compute_config_errors_name_the_key(tmp_path, compute, message):
     import yaml
@@ -190,6 +191,23 @@ def test_compute_config_errors_name_the_key(tmp_path, compute, message):
     with pytest.raises(ConfigError, match=message) as e:
         load_params(p)
     assert str(p) in str(e.value)
+
+
+def test_shard_models_leaves_other_families_in_process(data, tmp_path, monkeypatch):
+    """compute.shard_models: a bank of a listed family is split over compute.workers, any other trains in the
+    stage's own process (one shard)."""
+    import fairdp_core.stages.train as stage
+
+    seen = []
+    monkeypatch.setattr(stage, "train_bank_sharded", lambda *a, workers, **kw: seen.append((a[4].model, workers)))
+    params = Params.model_validate({"seed": 1, "data": {"datasets": {}}, "base_dir": tmp_path,
+                                    "compute": {"workers": 2, "shard_models": ["mlp", "cnn"]}})
+    X, y, g, mem = data
+    for name in ("lr-dpsgd", "mlp-dpsgd_s"):
+        stage._train(params, X, y, g, mem, SPECS[name], n_classes=2, n_groups=K, seed=7, progress=False)
+    params = params.model_copy(update={"compute": params.compute.model_copy(update={"shard_models": None})})
+    stage._train(params, X, y, g, mem, SPECS["lr-dpsgd"], n_classes=2, n_groups=K, seed=7, progress=False)
+    assert seen == [("lr", 1), ("mlp", 2), ("lr", 2)]
 
 
 def test_compute_defaults_run_in_process():

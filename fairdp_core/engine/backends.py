@@ -144,8 +144,8 @@ class LayerBackend(Backend):
 
     One ordinary batched forward and one backward to the layer OUTPUTS give every sample's output gradient
     δ_i (samples do not interact); per-sample parameter gradients then follow in closed form: for a linear layer
-    δ_i a_iᵀ (norm ‖δ_i‖·sqrt(‖a_i‖² + 1), never materialised), for a convolution δ_i · unfold(a_i)ᵀ, a
-    [out, in·k·k] matrix per sample (Goodfellow 2015, arXiv 1510.01799; Rochette et al. 2019, arXiv 1912.06015).
+    δ_i a_iᵀ (norm ‖δ_i‖·sqrt(‖a_i‖² + 1), never materialised), for a convolution δ_i · patches(a_i), a
+    [out, k·k·in] matrix per sample (Goodfellow 2015, arXiv 1510.01799; Rochette et al. 2019, arXiv 1912.06015).
     Models are looped over: batching CNNs over models does not pay on a CPU (PERF_NOTES.md).
     """
 
@@ -156,6 +156,10 @@ class LayerBackend(Backend):
         self.layers = [(n, m) for n, m in self.module.named_modules() if isinstance(m, (nn.Conv2d, nn.Linear))]
         if not self.layers or any(m.bias is None for _, m in self.layers):
             raise ValueError("LayerBackend needs Conv2d/Linear layers with biases")
+        odd = [n for n, m in self.layers if isinstance(m, nn.Conv2d) and (
+            m.groups != 1 or m.padding_mode != "zeros" or isinstance(m.padding, str))]
+        if odd:
+            raise ValueError(f"LayerBackend's convolutions are ungrouped with numeric zero padding: {', '.join(odd)}")
         self._captured: list[tuple[torch.Tensor, torch.Tensor]] = []
         for _, m in self.layers:
             m.register_forward_hook(self._hook)
@@ -181,11 +185,33 @@ class LayerBackend(Backend):
         """channels_last: max-pooling in the default layout is several times slower on CPU (PERF_NOTES.md)."""
         return x.contiguous(memory_format=torch.channels_last) if x.dim() == 4 else x
 
+    @staticmethod
+    def _patches(layer: nn.Conv2d, a: torch.Tensor) -> torch.Tensor:
+        """[W, L, kh·kw·in]: each output position's input patch, in (kh, kw, in) order, from a channels-last view.
+
+        One strided copy of a zero-padded channels-last input. ``nn.functional.unfold`` builds the same numbers in
+        (in, kh, kw) order from the default layout, 3-5× slower here (benchmarks/conv_patches.md)."""
+        (kh, kw), (sh, sw), (dh, dw) = layer.kernel_size, layer.stride, layer.dilation
+        ph, pw = layer.padding
+        if ph or pw:
+            a = nn.functional.pad(a, (pw, pw, ph, ph))
+        a = a.contiguous(memory_format=torch.channels_last)
+        W, C, H, Wd = a.shape
+        Lh, Lw = (H - dh * (kh - 1) - 1) // sh + 1, (Wd - dw * (kw - 1) - 1) // sw + 1
+        sN, sC, sH, sW = a.stride()
+        view = a.as_strided((W, Lh, Lw, kh, kw, C), (sN, sH * sh, sW * sw, sH * dh, sW * dw, sC), a.storage_offset())
+        return view.reshape(W, Lh * Lw, kh * kw * C)
+
     def _per_sample_conv(self, layer: nn.Conv2d, a: torch.Tensor, d: torch.Tensor) -> torch.Tensor:
-        """[W, out, in·k·k] per-sample weight gradients of a convolution."""
-        u = nn.functional.unfold(a.contiguous(), layer.kernel_size, dilation=layer.dilation, padding=layer.padding,
-                                 stride=layer.stride)  # [W, in·k·k, L]
-        return torch.bmm(d.flatten(2), u.transpose(1, 2))
+        """[W, out, kh·kw·in] per-sample weight gradients of a convolution (columns in (kh, kw, in) order:
+        :meth:`_conv_weight` turns a sum of them into the weight's [out, in, kh, kw])."""
+        return torch.bmm(d.flatten(2), self._patches(layer, a))
+
+    @staticmethod
+    def _conv_weight(layer: nn.Conv2d, g: torch.Tensor) -> torch.Tensor:
+        """[out, kh·kw·in] -> the weight's [out, in, kh, kw]."""
+        out, inp, kh, kw = layer.weight.shape
+        return g.view(out, kh, kw, inp).permute(0, 3, 1, 2).contiguous()
 
     def per_sample(self, params, x, y, x_sq=None):
         M = x.shape[0]
@@ -213,7 +239,7 @@ class LayerBackend(Backend):
             f = factors[m]
             for name, kind, u, v in per_model:
                 if kind == "conv":
-                    w = torch.einsum("w,w...->...", f, u).view_as(self.module.get_submodule(name).weight)
+                    w = self._conv_weight(self.module.get_submodule(name), torch.einsum("w,w...->...", f, u))
                     b = f @ v
                 else:
                     fd = v * f[:, None]

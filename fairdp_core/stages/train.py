@@ -53,7 +53,7 @@ def run_train(params: Params, name: str, out: str | os.PathLike, *, plan: dict, 
                       n_classes=data.n_classes, n_groups=K, device=params.train.device, seed=plan["bank_seed"],
                       progress=progress, desc=name)
         timings["train_s"] = time.perf_counter() - t0
-        timings["workers"] = params.compute.workers
+        timings["workers"] = _workers(params, spec)
         t0 = time.perf_counter()
         idx = design.audit_idx
         loss, logits = bank.evaluate(data.train.X[idx], data.train.y[idx], batch_size=eval_batch)
@@ -91,12 +91,20 @@ def run_train(params: Params, name: str, out: str | os.PathLike, *, plan: dict, 
     return info
 
 
+def _workers(params: Params, spec: TrainSpec) -> int:
+    """How many shards a bank of ``spec`` is split into: ``compute.workers``, or 1 for a model family that
+    ``compute.shard_models`` leaves out."""
+    c = params.compute
+    return c.workers if c.shard_models is None or spec.model in c.shard_models else 1
+
+
 def _train(params: Params, *args, **kwargs):
     """``train_bank`` sharded as params.yaml's ``compute`` section says; an executor that cannot run (Ray missing or
     unreachable) is an error naming the keys and the file."""
     c = params.compute
+    workers = _workers(params, args[4])  # args: X, y, group, membership, spec
     try:
-        return train_bank_sharded(*args, workers=c.workers, executor=c.backend, ray_address=c.ray_address,
+        return train_bank_sharded(*args, workers=workers, executor=c.backend, ray_address=c.ray_address,
                                   threads=c.threads_per_worker, gpus_per_worker=c.gpus_per_worker, **kwargs)
     except ShardError as e:
         raise ShardError(f"{params.base_dir / 'params.yaml'}: compute (backend: {c.backend}, ray_address: "
