@@ -3,10 +3,12 @@
     python benchmarks/run.py [--quick] [--threads 2] [--out benchmarks]
     python benchmarks/run.py --sharding [--quick] [--repeats 3]     # 1 vs 2 worker processes, Ray's overhead
     python benchmarks/run.py --paper-adult [--workers 1 2] [--repeats 3]   # one paper-scale Adult/LR bank, real data
+    python benchmarks/run.py --conv-patches [--repeats 5]   # per-sample conv gradients: unfold vs strided patches
 
 Writes ``results.json`` (a list of records: workload, method, n_models, samples_per_s, model_epochs_per_s,
 gflops, ...) and ``results.md``. Workloads use synthetic data of the study's shapes: Adult-shaped (n = 32,000,
-d = 104, binary) for LR and the MLP (104→256→2), MNIST-shaped (n = 6,000, 1×28×28, 10 classes) for the CNN;
+d = 104, binary) for LR and the MLP (104→256→2), MNIST-shaped (n = 6,000, 784 or 1×28×28, 10 classes) for the
+MLP (784→256→10) and the CNN; GFLOP/s counts 6 × the multiply-adds of Linear and Conv2d layers per sample;
 DP-SGD with batch 256, C = 1, σ = 1. Opacus is timed one model at a time, the standard way (``make_private`` with
 its Poisson DataLoader, hooks) and on pre-sliced tensor batches (GradSampleModule hooks, no DataLoader: its
 fastest mode measured on this machine). glibc's malloc thresholds (PERF_NOTES.md) are reported as found.
@@ -40,11 +42,13 @@ def workload(name: str):
     rng = np.random.default_rng(0)
     if name in ("adult_lr", "adult_mlp"):
         n, shape, C = 32_000, (104,), 2
+    elif name == "mnist_mlp":
+        n, shape, C = 6_000, (784,), 10
     else:
         n, shape, C = 6_000, (1, 28, 28), 10
     X = rng.normal(size=(n, *shape)).astype(np.float32)
     y = rng.integers(0, C, n)
-    model = {"adult_lr": "lr", "adult_mlp": "mlp", "mnist_cnn": "cnn"}[name]
+    model = {"adult_lr": "lr", "adult_mlp": "mlp", "mnist_mlp": "mlp", "mnist_cnn": "cnn"}[name]
     return X, y, C, model
 
 
@@ -134,7 +138,12 @@ def main() -> None:
     ap.add_argument("--paper-adult", action="store_true",
                     help="only one paper-scale Adult/LR DP-SGD bank on the prepared data: m = n, 2R = 400, 20 epochs")
     ap.add_argument("--workers", type=int, nargs="+", default=[1, 2], help="--paper-adult: worker counts (loky)")
+    ap.add_argument("--conv-patches", action="store_true",
+                    help="only per-sample conv weight gradients of the study's CNN layers: unfold vs strided patches")
     args = ap.parse_args()
+    if args.conv_patches:
+        torch.set_num_threads(args.threads)
+        return conv_patches(Path(args.out), repeats=args.repeats)
     if args.sharding:
         return bench_sharding(Path(args.out), quick=args.quick, repeats=args.repeats)
     if args.paper_adult:
@@ -152,6 +161,7 @@ def main() -> None:
     plan = {
         "adult_lr": ([1, 32, 128] if args.quick else [1, 32, 128, 512], 20 if args.quick else 60),
         "adult_mlp": ([1, 32] if args.quick else [1, 32, 128], 10 if args.quick else 30),
+        "mnist_mlp": ([1, 8] if args.quick else [1, 8, 32], 6 if args.quick else 20),
         "mnist_cnn": ([1, 4] if args.quick else [1, 8, 32], 3 if args.quick else 12),
     }
     records = []
@@ -315,20 +325,95 @@ def paper_adult(out: Path, *, workers: list[int], repeats: int) -> None:
     (out / "paper_adult.json").write_text(json.dumps(recs, indent=1))
 
 
+def conv_patches(out: Path, *, repeats: int) -> None:
+    """Per-sample weight gradients δ_i · patches(a_i) of every convolution of the study's CNNs (MNIST 1×28×28,
+    UTKFace 1×48×48), a batch of 256, the two ways: ``nn.functional.unfold`` of the default layout then bmm (the
+    engine before), and :meth:`LayerBackend._patches` (one strided copy of a channels-last input) then bmm (the
+    engine now). Interleaved ``repeats`` times, medians; also the patch extraction alone. Same numbers either way
+    (checked here, up to the column order)."""
+    import statistics
+
+    from fairdp_core.engine.backends import LayerBackend
+
+    W, recs = 256, []
+
+    def med(f) -> float:
+        f()
+        ts = []
+        for _ in range(repeats):
+            t = time.perf_counter()
+            f()
+            ts.append(time.perf_counter() - t)
+        return statistics.median(ts) * 1e3
+
+    for net, shape in (("cnn", (1, 28, 28)), ("cnn", (1, 48, 48))):
+        module = build_model(net, shape, 10)
+        acts = {}
+        hooks = [m.register_forward_hook(lambda m, i, o, n=n: acts.__setitem__(n, (i[0], o)))
+                 for n, m in module.named_modules() if isinstance(m, nn.Conv2d)]
+        with torch.no_grad():
+            module(torch.randn(W, *shape).contiguous(memory_format=torch.channels_last))
+        for h in hooks:
+            h.remove()
+        for name, (a, o) in acts.items():
+            layer = module.get_submodule(name)
+            a = a.contiguous(memory_format=torch.channels_last)
+            d = torch.randn_like(o.contiguous())
+
+            def old():
+                u = nn.functional.unfold(a.contiguous(), layer.kernel_size, dilation=layer.dilation,
+                                         padding=layer.padding, stride=layer.stride)
+                return torch.bmm(d.flatten(2), u.transpose(1, 2))
+
+            def new():
+                return torch.bmm(d.flatten(2), LayerBackend._patches(layer, a))
+
+            o_, k = layer.weight.shape[0], layer.kernel_size
+            same = torch.allclose(old(), new().view(W, o_, k[0], k[1], -1).permute(0, 1, 4, 2, 3).reshape(W, o_, -1),
+                                  atol=1e-4, rtol=1e-4)
+            ms = {"unfold_bmm": med(old), "patches_bmm": med(new),
+                  "unfold_only": med(lambda: nn.functional.unfold(a.contiguous(), layer.kernel_size,
+                                                                   dilation=layer.dilation, padding=layer.padding,
+                                                                   stride=layer.stride)),
+                  "patches_only": med(lambda: LayerBackend._patches(layer, a))}
+            r = {"input": "x".join(map(str, shape)), "layer": name, "in": tuple(a.shape[1:]),
+                 "kernel": tuple(layer.weight.shape), "stride": layer.stride, "padding": layer.padding,
+                 **{k: round(v, 2) for k, v in ms.items()}, "speedup": round(ms["unfold_bmm"] / ms["patches_bmm"], 2),
+                 "same_numbers": same}
+            recs.append(r)
+            print(json.dumps(r), flush=True)
+    lines = [f"Per-sample conv weight gradients of a batch of {W}, torch {torch.__version__}, "
+             f"{torch.get_num_threads()} threads, medians of {repeats} interleaved repeats (ms):", "",
+             "| input | layer | weight | unfold + bmm | patches + bmm | × | unfold alone | patches alone | same numbers |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for r in recs:
+        lines.append(f"| {r['input']} | {r['layer']} | {'×'.join(map(str, r['kernel']))} | {r['unfold_bmm']} | "
+                     f"{r['patches_bmm']} | {r['speedup']:.2f} | {r['unfold_only']} | {r['patches_only']} | "
+                     f"{r['same_numbers']} |")
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "conv_patches.json").write_text(json.dumps(recs, indent=1))
+    (out / "conv_patches.md").write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+
+
 def table(records, env) -> str:
     lines = [f"Measured in one run: {env['threads']} threads, torch {env['torch']}, matmul peak "
              f"{env['matmul_peak_gflops']} GFLOP/s, malloc thresholds {env['MALLOC_MMAP_THRESHOLD_']}/"
              f"{env['MALLOC_TRIM_THRESHOLD_']}.", "",
-             "| workload | method | M | samples/s | model-epochs/s | GFLOP/s | % peak | × Opacus fastest | × make_private |",
-             "|---|---|---|---|---|---|---|---|---|"]
+             "| workload | method | M | samples/s | model-epochs/s | GFLOP/s | % peak | × Opacus fastest | × make_private "
+             "| DP ÷ non-private |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
     for wl in dict.fromkeys(r["workload"] for r in records):
         rs = [r for r in records if r["workload"] == wl]
         fast = next(r["samples_per_s"] for r in rs if r["method"] == "opacus_hooks_tensors")
         std = next(r["samples_per_s"] for r in rs if r["method"] == "opacus_make_private")
+        sgd = {r["n_models"]: r["samples_per_s"] for r in rs if r["method"] == "engine_sgd"}
         for r in rs:
+            ratio = (f"{r['samples_per_s'] / sgd[r['n_models']]:.2f}"
+                     if r["method"] == "engine_dpsgd" and r["n_models"] in sgd else "")
             lines.append(f"| {wl} | {r['method']} | {r['n_models']} | {r['samples_per_s']:,.0f} | "
                          f"{r['model_epochs_per_s']:.3f} | {r['gflops']} | {r['pct_matmul_peak']} | "
-                         f"{r['samples_per_s'] / fast:.2f} | {r['samples_per_s'] / std:.2f} |")
+                         f"{r['samples_per_s'] / fast:.2f} | {r['samples_per_s'] / std:.2f} | {ratio} |")
     return "\n".join(lines) + "\n"
 
 

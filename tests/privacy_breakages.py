@@ -37,6 +37,11 @@ class Breakage:
 
 
 BREAKAGES = (
+    Breakage("conv per-sample gradients: patch columns read as the weight's (in, kh, kw) order",
+             "fairdp_core/engine/backends.py",
+             "return g.view(out, kh, kw, inp).permute(0, 3, 1, 2).contiguous()", "return g.reshape(out, inp, kh, kw)"),
+    Breakage("conv per-sample gradients: kernel offsets without the dilation", "fairdp_core/engine/backends.py",
+             "(sN, sH * sh, sW * sw, sH * dh, sW * dw, sC)", "(sN, sH * sh, sW * sw, sH, sW, sC)"),
     Breakage("no gradient noise in the trainer", "fairdp_core/engine/trainer.py",
              "grads[n] += chunk.view_as(grads[n])", "grads[n] += 0 * chunk.view_as(grads[n])"),
     Breakage("noise scaled by the smallest group bound, not the max over all groups",

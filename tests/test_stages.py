@@ -27,13 +27,29 @@ DVC = yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"]
 REPORTS = DVC["report"]["foreach"]
 
 
+CODE_SELF = "fairdp_core/stages/code.py"
+
+
+def _code_deps(deps: list[str]) -> list[str]:
+    """The declared fairdp_core deps, a code fingerprint (results/code/<family>.json) standing for the modules its
+    stage code_<family> lists (fairdp_core/stages/code.py)."""
+    out = [d for d in deps if d.startswith("fairdp_core")]
+    for d in deps:
+        if d.startswith("results/code/"):
+            out += [c for c in DVC[f"code_{Path(d).stem}"]["deps"] if c != CODE_SELF]
+    return out
+
+
 def _stages() -> list[tuple[str, str, list[str], str | None]]:
-    """(stage name, entry module, declared fairdp_core deps, notebook path or None)."""
+    """(stage name, entry module, declared fairdp_core deps, notebook path or None); the code stages, which list
+    another stage family's code, are checked apart."""
     out = []
     for name, st in DVC.items():
+        if name.startswith("code_"):
+            continue
         body = st.get("do", st)
         module = body["cmd"].split()[2]
-        deps = [d for d in body["deps"] if d.startswith("fairdp_core")]
+        deps = _code_deps(body["deps"])
         if name == "report":
             for item in REPORTS:
                 out.append((f"report@{item}", module, deps, f"notebooks/{item}.py"))
@@ -118,6 +134,49 @@ def test_stage_deps_are_exactly_the_code_it_imports(stage, module, deps, noteboo
         static = set().union(*(_closure({module} | _imports(ROOT / f"notebooks/{n}.py", "")) for n in REPORTS))
     unused = [d for d in deps if not any(_covered(p, [d]) for p in static)]
     assert not unused, f"{stage} declares code it never imports (it would rerun for nothing): {unused}"
+
+
+@pytest.mark.parametrize("family", [n.removeprefix("code_") for n in DVC if n.startswith("code_")])
+def test_code_stage_fingerprints_exactly_its_deps(family, tmp_path):
+    """code_<family> writes the md5 of every file of its declared deps (directories walked, caches skipped) and of
+    nothing else: editing one of them changes results/code/<family>.json (so every stage of the family reruns),
+    editing another module or a bytecode cache does not. Its stages depend on it, and on no module directly."""
+    from fairdp_core.stages.code import fingerprint, stage_deps
+
+    st = DVC[f"code_{family}"]
+    assert st["cmd"] == f"python -m fairdp_core.stages.code {family}" and st["outs"] == [f"results/code/{family}.json"]
+    deps = stage_deps(f"code_{family}", ROOT / "dvc.yaml")
+    assert CODE_SELF in deps  # editing the fingerprint's code reruns the code stage
+    users = [n for n, s in DVC.items() if f"results/code/{family}.json" in s.get("do", s).get("deps", [])]
+    assert users and all(not any(d.startswith("fairdp_core") for d in DVC[n].get("do", DVC[n])["deps"]) for n in users)
+    shutil.copytree(PKG, tmp_path / "fairdp_core", ignore=shutil.ignore_patterns("*.egg-info"))
+    base = fingerprint(deps, tmp_path)
+    listed = {f for f in base}
+    expected = {p.relative_to(tmp_path).as_posix() for d in deps if d != CODE_SELF
+                for p in ([tmp_path / d] if (tmp_path / d).is_file() else (tmp_path / d).rglob("*.py"))}
+    assert listed == expected
+    inside = next(f for f in sorted(listed) if "/" in f.removeprefix("fairdp_core/"))
+    (tmp_path / inside).write_text((tmp_path / inside).read_text() + "\n# edited\n")
+    edited = fingerprint(deps, tmp_path)
+    assert edited != base and {k for k in base if base[k] != edited[k]} == {inside}
+    outside = next(p for p in sorted((tmp_path / "fairdp_core").rglob("*.py"))
+                   if p.relative_to(tmp_path).as_posix() not in listed and p.name != "code.py")
+    outside.write_text(outside.read_text() + "\n# edited\n")
+    cache = tmp_path / Path(inside).parent / "__pycache__"
+    cache.mkdir(exist_ok=True)
+    (cache / "x.cpython-311.pyc").write_bytes(b"\0")
+    (tmp_path / CODE_SELF).write_text("# edited\n")
+    assert fingerprint(deps, tmp_path) == edited
+
+
+def test_lock_holds_only_the_pipelines_stages():
+    """dvc.lock has no entry for a stage that dvc.yaml no longer defines (DVC never removes one, and DVC rewrites
+    the whole lock after every stage it runs: dead entries cost time on every stage)."""
+    dvc = shutil.which("dvc") or str(Path(sys.executable).parent / "dvc")
+    names = set(subprocess.run([dvc, "stage", "list", "--name-only"], cwd=ROOT, capture_output=True, text=True,
+                               check=True).stdout.split())
+    locked = set(yaml.safe_load((ROOT / "dvc.lock").read_text())["stages"])
+    assert not sorted(locked - names), f"dvc.lock entries of stages dvc.yaml does not define: {sorted(locked - names)[:5]}"
 
 
 def test_results_do_not_depend_on_the_thread_count():

@@ -190,7 +190,8 @@ class LayerBackend(Backend):
         """[W, L, kh·kw·in]: each output position's input patch, in (kh, kw, in) order, from a channels-last view.
 
         One strided copy of a zero-padded channels-last input. ``nn.functional.unfold`` builds the same numbers in
-        (in, kh, kw) order from the default layout, 3-5× slower here (benchmarks/conv_patches.md)."""
+        (in, kh, kw) order from the default layout, several times slower here (benchmarks/conv_patches.md:
+        ``python benchmarks/run.py --conv-patches``)."""
         (kh, kw), (sh, sw), (dh, dw) = layer.kernel_size, layer.stride, layer.dilation
         ph, pw = layer.padding
         if ph or pw:
