@@ -3,8 +3,8 @@
 ``python -m fairdp_core.stages.code train`` writes ``results/code/train.json``: the md5 of every file among the deps
 that dvc.yaml declares for the stage ``code_train`` (directories walked, ``__pycache__``/``*.pyc`` skipped as
 ``.dvcignore`` skips them) except this module's own (a dep of every code stage, so that editing it reruns
-them, but not part of what they fingerprint), and nothing else. Every ``train@<run>`` stage depends on that one file instead of
-listing its ~13 modules itself.
+them, but not part of what they fingerprint), and nothing else. Every ``train@<run>`` stage depends on that one
+file instead of listing its ~13 modules itself.
 
 Why: DVC rewrites the whole ``dvc.lock`` after every stage it runs (a round-trip YAML parse and dump: about 7 s for
 the 0.76 MB lock of the default profile's 391 stages, measured here), and the per-run module lists were over half
