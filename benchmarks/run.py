@@ -329,7 +329,7 @@ def conv_patches(out: Path, *, repeats: int) -> None:
     """Per-sample weight gradients δ_i · patches(a_i) of every convolution of the study's CNNs (MNIST 1×28×28,
     UTKFace 1×48×48), a batch of 256, the two ways: ``nn.functional.unfold`` of the default layout then bmm (the
     engine before), and :meth:`LayerBackend._patches` (one strided copy of a channels-last input) then bmm (the
-    engine now). Interleaved ``repeats`` times, medians; also the patch extraction alone. Same numbers either way
+    engine now). Each timed ``repeats`` times after one warm-up call, medians; also the patch extraction alone. Same numbers either way
     (checked here, up to the column order)."""
     import statistics
 
@@ -383,7 +383,7 @@ def conv_patches(out: Path, *, repeats: int) -> None:
             recs.append(r)
             print(json.dumps(r), flush=True)
     lines = [f"Per-sample conv weight gradients of a batch of {W}, torch {torch.__version__}, "
-             f"{torch.get_num_threads()} threads, medians of {repeats} interleaved repeats (ms):", "",
+             f"{torch.get_num_threads()} threads, medians of {repeats} repeats after a warm-up call (ms):", "",
              "| input | layer | weight | unfold + bmm | patches + bmm | × | unfold alone | patches alone | same numbers |",
              "|---|---|---|---|---|---|---|---|---|"]
     for r in recs:
