@@ -329,8 +329,8 @@ def conv_patches(out: Path, *, repeats: int) -> None:
     """Per-sample weight gradients δ_i · patches(a_i) of every convolution of the study's CNNs (MNIST 1×28×28,
     UTKFace 1×48×48), a batch of 256, the two ways: ``nn.functional.unfold`` of the default layout then bmm (the
     engine before), and :meth:`LayerBackend._patches` (one strided copy of a channels-last input) then bmm (the
-    engine now). Each timed ``repeats`` times after one warm-up call, medians; also the patch extraction alone. Same numbers either way
-    (checked here, up to the column order)."""
+    engine now). Each timed ``repeats`` times after one warm-up call, medians; also the patch extraction alone.
+    Same numbers either way (checked here, up to the column order)."""
     import statistics
 
     from fairdp_core.engine.backends import LayerBackend
