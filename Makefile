@@ -48,6 +48,7 @@ $(SYNTH_STAMP):
 repro: $(STAMP) $(SYNTH_STAMP)
 	$(if $(PROFILE),$(BIN)/fairdp use-profile $(PROFILE),$(BIN)/fairdp grid --write)
 	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/dvc repro $(DVC_ARGS)
+	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/fairdp prune-lock
 
 lint: $(STAMP)
 	$(BIN)/ruff check fairdp_core tests

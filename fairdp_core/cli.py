@@ -422,6 +422,16 @@ def _cmd_check_reports(args: argparse.Namespace) -> int:
     return 1 if problems else 0
 
 
+def _cmd_prune_lock(args) -> int:
+    from .lockfile import prune_lock
+
+    root = Path(args.params).resolve().parent
+    dropped = prune_lock(root)
+    print(f"dvc.lock: {len(dropped)} entr{'y' if len(dropped) == 1 else 'ies'} of stages dvc.yaml no longer defines "
+          f"removed{': ' + ', '.join(dropped[:5]) + (' ...' if len(dropped) > 5 else '') if dropped else ''}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="fairdp", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -542,6 +552,9 @@ def main(argv: list[str] | None = None) -> int:
     ck.add_argument("--heights", action="store_true", help="measure page heights with headless Chromium")
     ck.add_argument("--screenshots", default=None, help="keep the screenshots in this directory")
     ck.set_defaults(func=_cmd_check_reports)
+    pk = sub.add_parser("prune-lock", help="remove dvc.lock's entries of stages dvc.yaml no longer defines "
+                        "(make repro runs it after dvc repro)")
+    pk.set_defaults(func=_cmd_prune_lock)
     args, extra = parser.parse_known_args(argv)
     if extra and args.command != "tune":  # only `tune` passes its own options on
         parser.error(f"unrecognized arguments: {' '.join(extra)}")

@@ -55,6 +55,7 @@ def test_profiles_are_valid(project, profile):
         assert sum(1 for r in p.runs.values() if r.dataset == "adult") == 16 * (1 + 7 * 2 + 1)
     if profile == "gpu":  # the paper's full grid: every dataset of the paper, m = n, 2R = 400, on CUDA, sharded
         assert p.audit.m == "all" and p.audit.R == 200 and p.train.device == "cuda" and p.compute.workers > 1
+        assert p.compute.shard_models is None  # its 400-model LR banks are sharded too (not the default's choice)
         assert {(g.dataset, g.model) for g in p.grid} == {(d, "lr") for d in ("adult", "bank", "credit", "law_paper",
                                                                               "compas")} | {
             ("mnist", "mlp"), ("mnist", "cnn"), ("utkface", "cnn")}
@@ -63,6 +64,8 @@ def test_profiles_are_valid(project, profile):
         assert all(g.algorithms == ["dpsgd"] for g in p.grid if g not in membership)
         assert {g.dataset: g.seeds for g in membership}["adult"] == 16 and min(g.seeds for g in p.grid) >= 6
         assert len(p.runs) == 5 * 16 * 5 + 3 * 6 * 5 + 3 * 16 + 3 * 6
+    if profile == "default":  # both cores: MLP/CNN banks over 2 one-thread workers, LR banks (seconds) in-process
+        assert p.compute.workers == 2 and p.compute.shard_models == ["mlp", "cnn", "cnn_relu"]
     if profile in ("pilot", "pilot_law"):
         assert p.audit.m == "all" and p.audit.R == 50 and len(p.runs) == 8 * 4
     if profile == "pilot_mnist_cnn":

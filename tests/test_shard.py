@@ -195,19 +195,20 @@ def test_compute_config_errors_name_the_key(tmp_path, compute, message):
 
 def test_shard_models_leaves_other_families_in_process(data, tmp_path, monkeypatch):
     """compute.shard_models: a bank of a listed family is split over compute.workers, any other trains in the
-    stage's own process (one shard)."""
+    stage's own process (one shard, no executor, even with Ray)."""
     import fairdp_core.stages.train as stage
 
     seen = []
-    monkeypatch.setattr(stage, "train_bank_sharded", lambda *a, workers, **kw: seen.append((a[4].model, workers)))
+    monkeypatch.setattr(stage, "train_bank_sharded",
+                        lambda *a, workers, executor, **kw: seen.append((a[4].model, workers, executor)))
     params = Params.model_validate({"seed": 1, "data": {"datasets": {}}, "base_dir": tmp_path,
-                                    "compute": {"workers": 2, "shard_models": ["mlp", "cnn"]}})
+                                    "compute": {"workers": 2, "shard_models": ["mlp", "cnn"], "backend": "ray"}})
     X, y, g, mem = data
     for name in ("lr-dpsgd", "mlp-dpsgd_s"):
         stage._train(params, X, y, g, mem, SPECS[name], n_classes=2, n_groups=K, seed=7, progress=False)
     params = params.model_copy(update={"compute": params.compute.model_copy(update={"shard_models": None})})
     stage._train(params, X, y, g, mem, SPECS["lr-dpsgd"], n_classes=2, n_groups=K, seed=7, progress=False)
-    assert seen == [("lr", 1), ("mlp", 2), ("lr", 2)]
+    assert seen == [("lr", 1, "serial"), ("mlp", 2, "ray"), ("lr", 2, "ray")]  # serial: not even one Ray task
 
 
 def test_compute_defaults_run_in_process():

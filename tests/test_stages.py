@@ -153,7 +153,8 @@ def test_code_stage_fingerprints_exactly_its_deps(family, tmp_path):
     base = fingerprint(deps, tmp_path)
     listed = {f for f in base}
     expected = {p.relative_to(tmp_path).as_posix() for d in deps if d != CODE_SELF
-                for p in ([tmp_path / d] if (tmp_path / d).is_file() else (tmp_path / d).rglob("*.py"))}
+                for p in ([tmp_path / d] if (tmp_path / d).is_file() else (tmp_path / d).rglob("*"))
+                if p.is_file() and p.suffix != ".pyc" and "__pycache__" not in p.parts}
     assert listed == expected
     inside = next(f for f in sorted(listed) if "/" in f.removeprefix("fairdp_core/"))
     (tmp_path / inside).write_text((tmp_path / inside).read_text() + "\n# edited\n")
@@ -169,14 +170,27 @@ def test_code_stage_fingerprints_exactly_its_deps(family, tmp_path):
     assert fingerprint(deps, tmp_path) == edited
 
 
-def test_lock_holds_only_the_pipelines_stages():
-    """dvc.lock has no entry for a stage that dvc.yaml no longer defines (DVC never removes one, and DVC rewrites
-    the whole lock after every stage it runs: dead entries cost time on every stage)."""
-    dvc = shutil.which("dvc") or str(Path(sys.executable).parent / "dvc")
-    names = set(subprocess.run([dvc, "stage", "list", "--name-only"], cwd=ROOT, capture_output=True, text=True,
-                               check=True).stdout.split())
-    locked = set(yaml.safe_load((ROOT / "dvc.lock").read_text())["stages"])
-    assert not sorted(locked - names), f"dvc.lock entries of stages dvc.yaml does not define: {sorted(locked - names)[:5]}"
+def test_prune_lock_removes_dead_entries_only(tmp_path):
+    """fairdp prune-lock: dvc.lock keeps, byte for byte, the entries of the stages dvc.yaml defines and loses the
+    others (DVC never removes one, and rewrites the whole lock after every stage); make repro runs it. The
+    committed lock has no dead entry."""
+    from fairdp_core.lockfile import prune_lock_text, stage_names
+
+    names = stage_names(ROOT)
+    committed = (ROOT / "dvc.lock").read_text()
+    locked = set(yaml.safe_load(committed)["stages"])
+    if subprocess.run(["git", "diff", "--quiet", "HEAD", "--", "dvc.lock", "params.yaml", "runs.yaml"], cwd=ROOT).returncode == 0:
+        assert locked <= names, f"dead dvc.lock entries: {sorted(locked - names)[:5]} (run fairdp prune-lock)"
+    live = sorted(names & locked)[:3]
+    dead = "  train@gone-lr-dpsgd-e1-s0:\n    cmd: python -m fairdp_core.stages.train gone\n    deps:\n    - path: x\n"
+    head, sep, rest = committed.partition("stages:\n")
+    text = head + sep + dead + rest + dead.replace("gone", "also-gone")
+    assert committed.endswith("\n") and live
+    pruned, dropped = prune_lock_text(text, names & locked)
+    assert dropped == ["train@gone-lr-dpsgd-e1-s0", "train@also-gone-lr-dpsgd-e1-s0"]
+    assert pruned == committed
+    assert yaml.safe_load(pruned)["schema"] == yaml.safe_load(committed)["schema"]
+    assert "fairdp prune-lock" in (ROOT / "Makefile").read_text().split("\nrepro:")[1].split("\n\n")[0]
 
 
 def test_results_do_not_depend_on_the_thread_count():

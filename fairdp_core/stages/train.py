@@ -103,8 +103,10 @@ def _train(params: Params, *args, **kwargs):
     unreachable) is an error naming the keys and the file."""
     c = params.compute
     workers = _workers(params, args[4])  # args: X, y, group, membership, spec
+    # a family that shard_models leaves out trains here, with loky or Ray alike
+    executor = c.backend if c.shard_models is None or args[4].model in c.shard_models else "serial"
     try:
-        return train_bank_sharded(*args, workers=workers, executor=c.backend, ray_address=c.ray_address,
+        return train_bank_sharded(*args, workers=workers, executor=executor, ray_address=c.ray_address,
                                   threads=c.threads_per_worker, gpus_per_worker=c.gpus_per_worker, **kwargs)
     except ShardError as e:
         raise ShardError(f"{params.base_dir / 'params.yaml'}: compute (backend: {c.backend}, ray_address: "
