@@ -9,9 +9,10 @@ file instead of listing its ~13 modules itself.
 Why: DVC rewrites the whole ``dvc.lock`` after every stage it runs (a round-trip YAML parse and dump: about 7 s for
 the 0.76 MB lock of the default profile's 391 stages, measured here), and the per-run module lists were over half
 of that file. The reruns stay exactly what they were: editing a module that train imports changes a hash in
-``train.json``, so every train stage reruns; editing anything else reruns only the (sub-second) ``code_train``,
-whose output is then unchanged, so DVC reruns nothing downstream. tests/test_stages.py checks the fingerprinted
-stages' code deps against their imports as before, through their code stage.
+``train.json``, so every train stage reruns; editing this module reruns only the code stages, whose outputs
+are then unchanged, so DVC reruns nothing downstream; editing any other file reruns nothing.
+tests/test_stages.py checks the fingerprinted stages' code deps against their imports as before, through their
+code stage.
 """
 
 from __future__ import annotations

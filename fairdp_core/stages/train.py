@@ -91,22 +91,25 @@ def run_train(params: Params, name: str, out: str | os.PathLike, *, plan: dict, 
     return info
 
 
+def _sharded(params: Params, spec: TrainSpec) -> bool:
+    """Whether a bank of ``spec`` is sharded: its model family is in ``compute.shard_models`` (None: every one)."""
+    return params.compute.shard_models is None or spec.model in params.compute.shard_models
+
+
 def _workers(params: Params, spec: TrainSpec) -> int:
-    """How many shards a bank of ``spec`` is split into: ``compute.workers``, or 1 for a model family that
-    ``compute.shard_models`` leaves out."""
-    c = params.compute
-    return c.workers if c.shard_models is None or spec.model in c.shard_models else 1
+    """How many shards a bank of ``spec`` is split into: ``compute.workers``, or 1 where it is not sharded."""
+    return params.compute.workers if _sharded(params, spec) else 1
 
 
 def _train(params: Params, *args, **kwargs):
     """``train_bank`` sharded as params.yaml's ``compute`` section says; an executor that cannot run (Ray missing or
     unreachable) is an error naming the keys and the file."""
     c = params.compute
-    workers = _workers(params, args[4])  # args: X, y, group, membership, spec
-    # a family that shard_models leaves out trains here, with loky or Ray alike
-    executor = c.backend if c.shard_models is None or args[4].model in c.shard_models else "serial"
+    spec = args[4]  # args: X, y, group, membership, spec
+    # a family that shard_models leaves out trains in this process, with loky or Ray alike
+    executor = c.backend if _sharded(params, spec) else "serial"
     try:
-        return train_bank_sharded(*args, workers=workers, executor=executor, ray_address=c.ray_address,
+        return train_bank_sharded(*args, workers=_workers(params, spec), executor=executor, ray_address=c.ray_address,
                                   threads=c.threads_per_worker, gpus_per_worker=c.gpus_per_worker, **kwargs)
     except ShardError as e:
         raise ShardError(f"{params.base_dir / 'params.yaml'}: compute (backend: {c.backend}, ray_address: "
