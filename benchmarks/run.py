@@ -360,10 +360,12 @@ def conv_patches(out: Path, *, repeats: int) -> None:
             a = a.contiguous(memory_format=torch.channels_last)
             d = torch.randn_like(o.contiguous())
 
+            def unfold():
+                return nn.functional.unfold(a.contiguous(), layer.kernel_size, dilation=layer.dilation,
+                                            padding=layer.padding, stride=layer.stride)
+
             def old():
-                u = nn.functional.unfold(a.contiguous(), layer.kernel_size, dilation=layer.dilation,
-                                         padding=layer.padding, stride=layer.stride)
-                return torch.bmm(d.flatten(2), u.transpose(1, 2))
+                return torch.bmm(d.flatten(2), unfold().transpose(1, 2))
 
             def new():
                 return torch.bmm(d.flatten(2), LayerBackend._patches(layer, a))
@@ -372,9 +374,7 @@ def conv_patches(out: Path, *, repeats: int) -> None:
             same = torch.allclose(old(), new().view(W, o_, k[0], k[1], -1).permute(0, 1, 4, 2, 3).reshape(W, o_, -1),
                                   atol=1e-4, rtol=1e-4)
             ms = {"unfold_bmm": med(old), "patches_bmm": med(new),
-                  "unfold_only": med(lambda: nn.functional.unfold(a.contiguous(), layer.kernel_size,
-                                                                   dilation=layer.dilation, padding=layer.padding,
-                                                                   stride=layer.stride)),
+                  "unfold_only": med(unfold),
                   "patches_only": med(lambda: LayerBackend._patches(layer, a))}
             r = {"input": "x".join(map(str, shape)), "layer": name, "in": tuple(a.shape[1:]),
                  "kernel": tuple(layer.weight.shape), "stride": layer.stride, "padding": layer.padding,

@@ -20,14 +20,13 @@ import numpy as np
 import pytest
 import yaml
 
+from fairdp_core.stages.code import SELF as CODE_SELF  # the code stages' own module: their dep, not fingerprinted
+
 from .conftest import ROOT
 
 PKG = ROOT / "fairdp_core"
 DVC = yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"]
 REPORTS = DVC["report"]["foreach"]
-
-
-CODE_SELF = "fairdp_core/stages/code.py"
 
 
 def _code_deps(deps: list[str]) -> list[str]:
