@@ -519,7 +519,8 @@ class Params(_Strict):
     """The whole params.yaml. ``seed`` is the study's one seed: every random stream derives from it."""
 
     seed: Annotated[int, Field(ge=0)]
-    profile: Literal["smoke", "default", "pilot", "pilot_law", "pilot_mnist_cnn", "paper", "gpu", "custom"] = "custom"
+    profile: Literal["smoke", "default", "pilot", "pilot_law", "pilot_mnist_cnn", "full", "paper", "gpu",
+                     "custom"] = "custom"
     data: DataConfig
     train: TrainConfig = Field(default_factory=TrainConfig)
     audit: AuditConfig = Field(default_factory=AuditConfig)

@@ -42,7 +42,8 @@ def law_smoke(project, monkeypatch):
     return project
 
 
-@pytest.mark.parametrize("profile", ["smoke", "default", "pilot", "pilot_law", "pilot_mnist_cnn", "paper", "gpu"])
+@pytest.mark.parametrize("profile", ["smoke", "default", "pilot", "pilot_law", "pilot_mnist_cnn", "full", "paper",
+                                     "gpu"])
 def test_profiles_are_valid(project, profile):
     use_profile(profile, project / "params.yaml", project / "profiles")
     p = load_params(project / "params.yaml")
@@ -66,6 +67,12 @@ def test_profiles_are_valid(project, profile):
         assert len(p.runs) == 5 * 16 * 5 + 3 * 6 * 5 + 3 * 16 + 3 * 6
     if profile == "default":  # both cores: MLP/CNN banks over 2 one-thread workers, LR banks (seconds) in-process
         assert p.compute.workers == 2 and p.compute.shard_models == ["mlp", "cnn", "cnn_relu"]
+        # the 30-minute profile (issue 17): every paper dataset but UTKFace, SGD / DP-SGD / DP-SGD-S at ε 1 and 10
+        assert {(r.dataset, r.model) for r in p.runs.values() if r.algorithm == "dpsgd_s" and r.epsilon == 1} == {
+            (d, "lr") for d in ("adult", "law_paper", "bank", "credit", "compas")} | {("mnist", "mlp")}
+        assert len(p.runs) == 65
+    if profile == "full":  # the default profile's settings over the grid it had until issue 17
+        assert len(p.runs) == 141 and {r.dataset for r in p.runs.values()} >= {"utkface", "law_paper_blind"}
     if profile in ("pilot", "pilot_law"):
         assert p.audit.m == "all" and p.audit.R == 50 and len(p.runs) == 8 * 4
     if profile == "pilot_mnist_cnn":
@@ -83,6 +90,21 @@ def test_profiles_are_valid(project, profile):
         for name in p.runs:
             spec = train_plan(p, name)["spec"]
             assert spec["lr"] == 0.1 and spec["epochs"] == 20 and spec.get("clip", 5.0) == 5.0, name
+
+
+def test_default_profile_is_a_subset_of_full(project):
+    """Every default-profile run is in the full profile with the same effective settings (train and attack plans),
+    so `make repro PROFILE=full` after the default retrains only what the default left out (DVC's run cache)."""
+    from fairdp_core.stages.plan import attack_plan, train_plan
+
+    def plans(profile):
+        use_profile(profile, project / "params.yaml", project / "profiles")
+        p = load_params(project / "params.yaml")
+        return {name: (train_plan(p, name), attack_plan(p, name)) for name in p.runs}
+
+    default, full = plans("default"), plans("full")
+    assert set(default) < set(full) and len(full) - len(default) == 141 - 65
+    assert {name: full[name] for name in default} == default
 
 
 def test_committed_params_are_the_default_profile(project):

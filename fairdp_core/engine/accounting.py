@@ -31,8 +31,6 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Literal
 
-from opacus.accountants import create_accountant
-
 __all__ = ["Accountant", "Accounting", "bank_accounting", "calibrate", "calibrate_sigma", "combine_sigmas", "epsilon",
            "history_epsilon", "prv_eps_error", "split_sigma"]
 
@@ -58,6 +56,10 @@ def history_epsilon(history: list[tuple[float, float, int]], *, delta: float, ac
     history = [(s, q, t) for s, q, t in history if t > 0]
     if not history:
         return 0.0
+    # imported here, not at module level: Opacus's package imports torch.distributed and SciPy (2.4 s of every
+    # train stage's start, measured in issue 17), which a non-private bank never needs
+    from opacus.accountants import create_accountant
+
     acc = create_accountant(accountant)
     acc.history = list(history)
     if accountant != "prv":
