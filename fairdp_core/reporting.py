@@ -409,11 +409,11 @@ REPORT_QUESTIONS = {
     "group_gpr": "Which groups does membership inference hit hardest, under SGD, DP-SGD and DP-SGD-S, on every "
                  "dataset and ε? Δ against ε, accuracy against Δ, which groups DP-SGD-S made safer or riskier, and "
                  "each rule (DP-SGD-S's variants and its rivals DPSGD-F, DPSGD-Global-Adapt, AdaClip) against "
-                 "DP-SGD, paired by seed.",
+                 "DP-SGD, paired by seed where a profile runs two or more.",
     "audit_comparison": "Does PA-ALOOA agree with PA-LOOA, and is it stricter than PA-GA, PA-GBA and LiRA? Δ and GPR "
                         "by attack with each attack's null floor, and the estimators' bias under no leakage.",
-    "dpsgd_s_sweep": "How do DP-SGD-S's τ and γ move Δ and accuracy against DP-SGD at the same ε (3 seeds, no "
-                     "setting selected)?",
+    "dpsgd_s_sweep": "How do DP-SGD-S's τ and γ move Δ and accuracy against DP-SGD at the same ε (every "
+                     "setting shown, none selected)?",
     "outcome_fairness": "Does DP-SGD-S trade privacy fairness for outcome fairness? Accuracy parity, demographic "
                         "parity, equal opportunity and equalized odds per dataset and ε.",
     "synthetic_data": "A second route to DP: does task-oriented DP synthetic data (DPDSyn) beat MST and DP GANs, "
@@ -424,7 +424,7 @@ REPORT_QUESTIONS = {
                   "DPSGD-Global-Adapt and AdaClip (MNIST, run in the pipeline).",
     "beyond_membership": "Does DP-SGD also protect against attribute inference and model inversion, and do these "
                          "risks, like membership, fall unequally on groups? Success and advantage per group, members "
-                         "against non-members, SGD against DP-SGD at ε = 1, 2, 10; DP-SGD's utility on MNIST at ε = 2.",
+                         "against non-members, SGD against DP-SGD at each ε of the profile; DP-SGD's utility on MNIST at ε = 2.",
 }
 _INDEX_CSS = """body{font-family:system-ui,sans-serif;max-width:1320px;margin:1.5em auto;color:#222;line-height:1.4}
 td,th{border-bottom:1px solid #ddd;padding:2px 6px;font-size:13px;vertical-align:top;text-align:left}
@@ -729,7 +729,8 @@ def _claims_section(params: Params, evidence: list[dict] | None = None) -> str:
             "<b>inconclusive</b>: otherwise, and always with fewer than 6 seeds (the sign-flip test cannot go below "
             "2/2^S); with 6 or more, the smallest effect these seeds would detect with 80% power. The pilot rows at "
             "lr 0.5 ran at the wrong lr (a profile-merge bug, see the pilot blocks below) and are kept for the "
-            "record; the paper profile runs MNIST with the MLP, so the MNIST-CNN claim rests on the default profile. "
+            "record; the paper profile runs MNIST with the MLP, so the MNIST-CNN claim rests on its pilot "
+            "(profiles/pilot_mnist_cnn.yaml: the default profile's audit, 8 seeds). "
             "The paper's effects are −0.10 (Adult), −0.18 (Law) and −0.63 pp (MNIST-CNN).</p>"
             "<table><caption>DP-SGD-S − DP-SGD at ε = 10: Δ (cross-fitted, pp) and accuracy (pp), by rule and "
             "source</caption><tr><th>claim</th><th>paper</th><th>DP-SGD-S rule</th><th>evidence</th><th>seeds</th>"

@@ -24,7 +24,8 @@
 # - **Membership**: PA-ALOOA, cross-fitted (the study's audit); success = 50% + advantage/2.
 # - **Attribute inference** of the group attribute (sex on Adult, race on Law (the paper's task, law_paper) and
 #   COMPAS). Where it is a model input, the adversary tries every value and keeps the one of lowest loss (Yeom et al.
-#   2018); where it is not (the three datasets again, trained without it), a balanced meta-classifier maps the
+#   2018); where it is not (the same datasets trained without it: Adult and COMPAS, and Law in the full profile), a
+#   balanced meta-classifier maps the
 #   model's outputs and the label to it, fitted on public records (the test split). Success = balanced accuracy
 #   (chance 50% for two groups, whatever their sizes); advantage = 2·(balanced − 50%). Two baselines use no model:
 #   the label alone, and the record's other features with its label (imputation, fitted on the same public records).
@@ -34,10 +35,10 @@
 # - **Model inversion**: each class reconstructed by gradient ascent on its log-probability with a total-variation
 #   prior (Fredrikson et al. 2015), scored by an evaluator trained without privacy on images disjoint from every
 #   attacked model's training pool (MNIST: the 50,000 training images the pool leaves out, a ReLU CNN unlike the
-#   attacked models; UTKFace: the training images outside the 6,000-image pool, the study's CNN). Success = the
-#   evaluator's accuracy on the reconstructions (chance 1/C). The negative control: the same inversion of untrained
-#   models of each architecture, through the same evaluator. On UTKFace (gender models) each reconstruction is also
-#   scored for race.
+#   attacked models; UTKFace, in the full and gpu profiles: the training images outside the 6,000-image pool, the
+#   study's CNN). Success = the evaluator's accuracy on the reconstructions (chance 1/C). The negative control: the
+#   same inversion of untrained models of each architecture, through the same evaluator. On UTKFace (gender models)
+#   each reconstruction is also scored for race.
 #
 # Intervals: for membership and attribute inference, the crossed records × model-pairs t intervals of the audit
 # (coverage checked by simulation for the per-(model, record) contributions of the membership gap's form,
@@ -117,6 +118,21 @@ risk["x"] = pd.Categorical(risk["x"], [x for x in X_ORDER if x in set(risk["x"])
 risk = risk.sort_values(["risk", "setting", "x", "seed"])
 
 
+def span(df, x, col="success", unit="%"):
+    """The range of ``col`` (%) over ``df``'s rows at column ``x``; one value where they agree, "—" where none."""
+    d = df[df.x == x]
+    if not len(d):
+        return "—"
+    lo, hi = 100 * d[col].min(), 100 * d[col].max()
+    return f"{lo:.1f}{unit}" if f"{lo:.1f}" == f"{hi:.1f}" else f"{lo:.1f}–{hi:.1f}{unit}"
+
+
+def by_eps(df, col="success"):
+    """The range at each DP level this profile ran, e.g. "88.1% at ε = 10, 90.0% at ε = 1"."""
+    xs = [x for x in X_ORDER[1:] if (df.x == x).any()]
+    return ", ".join(f"{span(df, x, col)} at {x}" for x in xs) or "—"
+
+
 def cell(r):
     lo, hi = r.success_lo, r.success_hi
     ci = f" [{100 * lo:.1f}, {100 * hi:.1f}]" if np.isfinite(lo) and np.isfinite(hi) else ""
@@ -138,12 +154,12 @@ link(wide, "risk_table", "Every setting: success (%) [95% interval] · advantage
 SRC = {"membership": tables.SOURCE_CLAIMS["membership"], "attribute inference": tables.SOURCE_CLAIMS["attribute"],
        "model inversion": tables.SOURCE_CLAIMS["inversion"]}
 summary = []
+X_PRESENT = [x for x in X_ORDER if (seed0.x == x).any()]  # the columns this profile ran (the full one has ε = 2)
 for rk, g in seed0.groupby("risk", sort=False):
     row = {"risk": rk, "settings": g["setting"].nunique(), "chance (%)": ", ".join(
         f"{100 * c:.0f}" for c in sorted(set(g["chance"])))}
-    for x in X_ORDER:
-        d = g[g.x == x]
-        row[x] = (f"{100 * d['success'].min():.1f}–{100 * d['success'].max():.1f}" if len(d) else "—")
+    for x in X_PRESENT:
+        row[x] = span(g, x, unit="")
     row["source: no DP → ε = 2"] = f"{SRC[rk][0]:.0f} → {SRC[rk][1]:.0f}"
     summary.append(row)
 table(pd.DataFrame(summary), "Attack success (%), the range over this page's settings (seed 0), without DP (SGD) and "
@@ -153,7 +169,10 @@ show(plots.risk_vs_epsilon(seed0, source={"membership": tables.SOURCE_CLAIMS["me
                                           "attribute inference": tables.SOURCE_CLAIMS["attribute"],
                                           "model inversion": tables.SOURCE_CLAIMS["inversion"]}),
      "risks", "attack success (%) without DP and at each ε, one line per setting, 95% intervals (seed 0); dotted "
-     "grey: chance (50% for membership and two-group attribute inference; 1/C for inversion); black diamonds: the source's image-model numbers (without DP, ε = 2)")
+     "grey: chance (50% for membership and two-group attribute inference; 1/C for inversion); black diamonds: the "
+     "source's image-model numbers "
+     + ("(without DP, ε = 2)" if "ε = 2" in X_PRESENT else
+        "(without DP; its ε = 2 number is in the table above, this profile has no ε = 2 runs)"))
 
 # %% [markdown]
 # ## 2. Attribute inference per group: members against non-members
@@ -314,16 +333,11 @@ at0 = risk[(risk.risk == "attribute inference") & (risk.seed == 0)]
 inv0 = risk[(risk.risk == "model inversion") & (risk.seed == 0)]
 
 
-def span(df, x, col="success"):
-    d = df[df.x == x]
-    return (f"{100 * d[col].min():.1f}–{100 * d[col].max():.1f}%" if len(d) else "—")
-
-
 dp_mem = mem0[mem0.x != "SGD"]
 sgd_mem = mem0[(mem0.x == "SGD") & (mem0.success_lo > 0.5)]
 lines.append(f"- **Membership** (source 78% → 52%): without DP the audit's success on these datasets is "
              f"{span(mem0, 'SGD')} ({len(sgd_mem)} of {(mem0.x == 'SGD').sum()} SGD settings above 50% within their "
-             f"interval: {', '.join(sgd_mem['setting']) or 'none'}); with DP-SGD at ε = 2 {span(mem0, 'ε = 2')}, and "
+             f"interval: {', '.join(sgd_mem['setting']) or 'none'}); with DP-SGD {by_eps(mem0)}, and "
              f"{int((dp_mem.success_lo <= 0.5).sum())} of {len(dp_mem)} DP configurations have an interval that "
              "covers 50%. The study's models are far less overfit than the source's image models: there is little "
              "membership signal for DP to remove, so the source's 78% → 52% cannot be reproduced in size here.")
@@ -336,7 +350,8 @@ lines.append("- **Attribute inference, lowest loss**: under a two-class logistic
              "y = 0 (any number of values, COMPAS's six races included). In "
              f"{len(inv_rows[inv_rows.method == 'lowest_loss'])} of {len(ao0[ao0.method == 'lowest_loss'])} banks it "
              "is moreover the same guess under every model"
-             + (f", the SGD MLPs' included ({', '.join(mlp_sgd['setting'])})" if len(mlp_sgd) and
+             + (", the SGD " + ("MLPs'" if len(mlp_sgd) > 1 else "MLP's") + f" included ({', '.join(mlp_sgd['setting'])})"
+                if len(mlp_sgd) and
                 mlp_sgd["model_invariant"].astype(bool).all() else "")
              + ". Members and non-members are then guessed alike (gap 0, "
              "exactly where the guesses agree across models): no training record's attribute leaks this way. Raw "
@@ -371,23 +386,35 @@ lines.append(f"- **What the attacks reach is the distribution, and less of it th
 src_ai = tables.SOURCE_CLAIMS["attribute"]
 lines.append(f"- The source's attribute-inference claim ({src_ai[0]:.0f}% → {src_ai[1]:.0f}%) **does not carry over**: "
              "no training-record leak to remove here, and the distributional inference stays "
-             f"(balanced accuracy at ε = 2: {span(at0, 'ε = 2')}).")
+             f"(success with DP-SGD: {by_eps(at0)}).")
 if len(inv0):
     ctrl = inv_run_all[inv_run_all.algorithm == "untrained"]
+    lowered = []  # DP configurations whose interval lies wholly below their setting's SGD interval
+    for s_, d in inv0.groupby("setting", sort=False):
+        base = d[d.x == "SGD"]
+        for r in d[d.x != "SGD"].itertuples() if len(base) else ():
+            if r.success_hi < base["success_lo"].iloc[0]:
+                b0 = base.iloc[0]
+                lowered.append(f"{s_} at {r.x}: {100 * b0.success:.1f}% [{100 * b0.success_lo:.1f}, "
+                               f"{100 * b0.success_hi:.1f}] without DP → {100 * r.success:.1f}% "
+                               f"[{100 * r.success_lo:.1f}, {100 * r.success_hi:.1f}]")
+    verdict = (("DP-SGD lowered the evaluator's verdict, the intervals apart, on " + "; ".join(lowered)
+                + ", and on no other configuration; the reconstructions stay far above chance under DP: ")
+               if lowered else "DP-SGD did not reduce the evaluator's verdict on these models: ")
     lines.append(f"- **Model inversion** (source 90% → 30%): the evaluator recognises the reconstructions "
-                 f"{span(inv0, 'SGD')} of the time without DP, {span(inv0, 'ε = 2')} at ε = 2 and "
-                 f"{span(inv0, 'ε = 1')} at ε = 1 (chance "
+                 f"{span(inv0, 'SGD')} of the time without DP, {by_eps(inv0)} with DP-SGD (chance "
                  + ", ".join(f"{100 * c:.0f}%" for c in sorted(set(inv0['chance']))) + "); untrained models' "
-                 f"reconstructions (the control): {100 * ctrl['success'].min():.0f}–{100 * ctrl['success'].max():.0f}%."
-                 " DP-SGD did not reduce the evaluator's verdict on these models: a class representative is a property "
-                 "of the class, which DP does not hide (it bounds what one record changes). The source's 90% → 30% is "
-                 "not reproduced; the evaluator's verdict is a coarse test, and the distances below are finer.")
+                 f"reconstructions (the control): {span(ctrl.assign(x='c'), 'c')}. " + verdict
+                 + "a class representative is a property of the class, which DP does not hide (it bounds what one "
+                 "record changes). The source's 90% → 30% is not reproduced; the evaluator's verdict is a coarse test, "
+                 "and the distances below are finer.")
     for (ds, mo), d in ir[ir.algorithm != "untrained"].groupby(["dataset", "model"], sort=False):
         if (d.x == "SGD").any() and (d.x != "SGD").any():
             lines.append(f"  - {results.setting_label(ds, mo)}: RMS distance to the class mean "
                          f"{d.loc[d.x == 'SGD', 'dist_own_mean'].iloc[0]:.3f} without DP, "
-                         f"{d.loc[d.x != 'SGD', 'dist_own_mean'].min():.3f}–"
-                         f"{d.loc[d.x != 'SGD', 'dist_own_mean'].max():.3f} with DP-SGD; a real test record sits at "
+                         + "–".join(dict.fromkeys(f"{v:.3f}" for v in (d.loc[d.x != 'SGD', 'dist_own_mean'].min(),
+                                                                      d.loc[d.x != 'SGD', 'dist_own_mean'].max())))
+                         + " with DP-SGD; a real test record sits at "
                          f"{d['reference'].iloc[0]:.3f} from its class mean (no interval: a description).")
     worst = inv_cls[(inv_cls.seed == 0) & inv_cls.epsilon.notna() & (inv_cls.success < 1)].sort_values(
         "success").head(3).rename(columns={"class": "cls"})
@@ -419,7 +446,8 @@ for u, ut in uts.values():
                      + (" (stored paper-profile run)" if u.get("stored") else f" ({profile} profile)") + "**"
                      + (f" (source {src_acc[0]:.1f}% → {src_acc[1]:.1f}%)" if src_acc else "")
                      + f": {100 * a['sgd'].accuracy:.2f}% without DP and {100 * a['dpsgd'].accuracy:.2f}% with DP-SGD "
-                     f"at ε = {a['dpsgd'].epsilon:.2f} ({u['epochs']:g} epochs, {a['dpsgd'].n_seeds} seeds): a drop of "
+                     f"at ε = {a['dpsgd'].epsilon:.2f} ({u['epochs']:g} epochs, {a['dpsgd'].n_seeds} seed{'s' if a['dpsgd'].n_seeds > 1 else ''}): "
+                     "a drop of "
                      f"{100 * (a['sgd'].accuracy - a['dpsgd'].accuracy):.2f} pp"
                      + (f" against the source's {src_acc[0] - src_acc[1]:.1f} pp" if src_acc else "")
                      + ("" if u.get("stored") else " (a reduced run: compare the stored one)") + ".")

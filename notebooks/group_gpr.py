@@ -79,8 +79,9 @@ if len(tabular):
          "is consistent with no leakage.")
 if len(images):
     show(plots.gpr_grid(images), "gpr_images",
-         "GPR per group (pp, 95% interval), image datasets (MNIST: groups are digits; UTKFace: race). A GPR "
-         "below 0 whose interval covers 0 is consistent with no leakage.")
+         "GPR per group (pp, 95% interval), image datasets (MNIST: groups are digits"
+         + ("; UTKFace: race" if "utkface" in set(images["dataset"]) else "") + "). A GPR below 0 whose interval "
+         "covers 0 is consistent with no leakage.")
 table(gpr.assign(eps_label=gpr["epsilon"].map(results.eps_label))[
     ["setting", "eps_label", "label", "group", "seeds", "gpr_pp", "lo_pp", "hi_pp"]].rename(columns={"label": "algorithm"}),
     "GPR per group (pp) with its 95% interval over records × model pairs, mean over the seeds", csv="gpr_by_group", rows=6)
@@ -179,6 +180,11 @@ for (ds, mo, eps), g in main_runs[main_runs.epsilon.notna()].groupby(["dataset",
                          "key": f"{ds}-{mo}-e{eps:g}" + ("" if algo == "dpsgd_s" else f"-{algo}"), **c,
                          "acc_diff": a["mean_diff"], "acc_lo": a["lo"], "acc_hi": a["hi"]})
 paired = pd.DataFrame(rows)
+once = sorted({results.ALGORITHM_LABELS[a] for a in set(main_runs.algorithm) - {"sgd", "dpsgd"}}
+              - set(paired["rule"] if len(paired) else ()))
+if once:  # a rule run on one seed only (the default profile's rivals) has nothing to pair over
+    display(Markdown(f"Run on one seed in this profile, so not paired here: {', '.join(once)}; their seed-0 values "
+                     "are in the index's main table (`make repro PROFILE=full` runs them on two seeds)."))
 if len(paired):
     paired["p_holm"] = stats.holm(paired["p_sign_flip"].fillna(1.0).to_numpy())  # many tests on one page
     table(paired[["setting", "eps_label", "rule", "n_seeds", "mean_diff", "lo", "hi", "p_sign_flip", "p_min", "p_holm",

@@ -250,8 +250,9 @@ _RULES = {  # assignment -> (which train plans change: run name -> bool, do the 
                               and "-t" not in r.split("-e")[-1], False),
     "train.overrides.law_paper-lr.lr=0.2": (lambda r: r.startswith("law_paper-lr-"), False),
     # an algorithm's own override wins over its dataset-model one, and reaches that algorithm only
-    "train.overrides.utkface-cnn-dpsgd_s.lr=0.05": (lambda r: r.startswith("utkface-cnn-dpsgd_s-"), False),
-    "train.overrides.utkface-cnn.lr=0.7": (lambda r: r.startswith("utkface-cnn-dpsgd-"), False),
+    "train.overrides.mnist-cnn-dpsgd_s.lr=0.05": (lambda r: r.startswith("mnist-cnn-dpsgd_s-"), False),
+    "train.overrides.mnist-cnn.lr=0.7": (lambda r: r.startswith("mnist-cnn-")
+                                         and not r.startswith("mnist-cnn-dpsgd_s-"), False),
     # γ: DP-SGD-S's only (the paper rule and DP-SGD do not use it)
     "train.overrides.bank-lr.gamma=0.8": (lambda r: r.startswith("bank-lr-dpsgd_s-"), False),
 }
