@@ -118,13 +118,21 @@ risk["x"] = pd.Categorical(risk["x"], [x for x in X_ORDER if x in set(risk["x"])
 risk = risk.sort_values(["risk", "setting", "x", "seed"])
 
 
+def value_range(lo, hi, fmt="{:.1f}"):
+    """"lo–hi" as ``fmt`` writes them, or one value where they print alike."""
+    a, b = fmt.format(lo), fmt.format(hi)
+    return a if a == b else f"{a}–{b}"
+
+
 def span(df, x, col="success", unit="%"):
     """The range of ``col`` (%) over ``df``'s rows at column ``x``; one value where they agree, "—" where none."""
     d = df[df.x == x]
-    if not len(d):
-        return "—"
-    lo, hi = 100 * d[col].min(), 100 * d[col].max()
-    return f"{lo:.1f}{unit}" if f"{lo:.1f}" == f"{hi:.1f}" else f"{lo:.1f}–{hi:.1f}{unit}"
+    return value_range(100 * d[col].min(), 100 * d[col].max()) + unit if len(d) else "—"
+
+
+def pct_ci(r):
+    """A row's success (%) with its 95% interval."""
+    return f"{100 * r.success:.1f}% [{100 * r.success_lo:.1f}, {100 * r.success_hi:.1f}]"
 
 
 def by_eps(df, col="success"):
@@ -389,25 +397,25 @@ lines.append(f"- The source's attribute-inference claim ({src_ai[0]:.0f}% → {s
              f"(success with DP-SGD: {by_eps(at0)}).")
 if len(inv0):
     ctrl = inv_run_all[inv_run_all.algorithm == "untrained"]
+    dp_inv = inv0[inv0.x != "SGD"]
     lowered = []  # DP configurations whose interval lies wholly below their setting's SGD interval
     for s_, d in inv0.groupby("setting", sort=False):
         base = d[d.x == "SGD"]
-        for r in d[d.x != "SGD"].itertuples() if len(base) else ():
-            if r.success_hi < base["success_lo"].iloc[0]:
-                b0 = base.iloc[0]
-                lowered.append(f"{s_} at {r.x}: {100 * b0.success:.1f}% [{100 * b0.success_lo:.1f}, "
-                               f"{100 * b0.success_hi:.1f}] without DP → {100 * r.success:.1f}% "
-                               f"[{100 * r.success_lo:.1f}, {100 * r.success_hi:.1f}]")
+        if len(base):
+            b0 = base.iloc[0]
+            lowered += [f"{s_} at {r.x}: {pct_ci(b0)} without DP → {pct_ci(r)}"
+                        for r in d[d.x != "SGD"].itertuples() if r.success_hi < b0.success_lo]
     verdict = (("DP-SGD lowered the evaluator's verdict, the intervals apart, on " + "; ".join(lowered)
                 + ", and on no other configuration; "
-                + (f"under DP they stay at {100 * inv0[inv0.x != 'SGD']['success'].min():.0f}% or more, against "
+                + (f"under DP they stay at {100 * dp_inv['success'].min():.0f}% or more, against "
                    f"chance at {100 * inv0['chance'].max():.0f}% or less: "
-                   if (inv0[inv0.x != "SGD"]["success_lo"] > inv0[inv0.x != "SGD"]["chance"]).all() else ""))
+                   if (dp_inv["success_lo"] > dp_inv["chance"]).all() else ""))
                if lowered else "DP-SGD did not reduce the evaluator's verdict on these models: ")
     lines.append(f"- **Model inversion** (source 90% → 30%): the evaluator recognises the reconstructions "
                  f"{span(inv0, 'SGD')} of the time without DP, {by_eps(inv0)} with DP-SGD (chance "
                  + ", ".join(f"{100 * c:.0f}%" for c in sorted(set(inv0['chance']))) + "); untrained models' "
-                 f"reconstructions (the control): {span(ctrl.assign(x='c'), 'c')}. " + verdict
+                 f"reconstructions (the control): {value_range(100 * ctrl['success'].min(), 100 * ctrl['success'].max())}%. "
+                 + verdict
                  + "a class representative is a property of the class, which DP does not hide (it bounds what one "
                  "record changes). The source's 90% → 30% is not reproduced; the evaluator's verdict is a coarse test, "
                  "and the distances below are finer.")
@@ -415,8 +423,8 @@ if len(inv0):
         if (d.x == "SGD").any() and (d.x != "SGD").any():
             lines.append(f"  - {results.setting_label(ds, mo)}: RMS distance to the class mean "
                          f"{d.loc[d.x == 'SGD', 'dist_own_mean'].iloc[0]:.3f} without DP, "
-                         + "–".join(dict.fromkeys(f"{v:.3f}" for v in (d.loc[d.x != 'SGD', 'dist_own_mean'].min(),
-                                                                      d.loc[d.x != 'SGD', 'dist_own_mean'].max())))
+                         + value_range(d.loc[d.x != "SGD", "dist_own_mean"].min(),
+                                       d.loc[d.x != "SGD", "dist_own_mean"].max(), "{:.3f}")
                          + " with DP-SGD; a real test record sits at "
                          f"{d['reference'].iloc[0]:.3f} from its class mean (no interval: a description).")
     worst = inv_cls[(inv_cls.seed == 0) & inv_cls.epsilon.notna() & (inv_cls.success < 1)].sort_values(
