@@ -94,7 +94,10 @@ stored = json.loads(Path(stored_utility).read_text()) if Path(stored_utility).is
 if stored is not None:
     utility = utility + [{**c, "stored": stored.get("note", "stored run")} for c in stored["configs"]]
 
-X_ORDER = ["SGD", "ε = 10", "ε = 2", "ε = 1"]
+# the columns: SGD, then every ε the shown DP banks ran, least private first
+_eps = pd.concat([attr_overall[["algorithm", "epsilon"]], recon[["algorithm", "epsilon"]]])
+X_ORDER = ["SGD"] + [f"ε = {e:g}" for e in sorted(set(_eps.loc[_eps.algorithm == "dpsgd", "epsilon"].dropna()),
+                                                    reverse=True)]
 
 
 def x_label(algorithm, epsilon):

@@ -247,6 +247,14 @@ def test_bernoulli_positions_is_a_bernoulli_process():
     assert abs(pairs - size * q * q) < 4 * math.sqrt(size * q * q) + 1
     assert len(bernoulli_positions(0, q, torch.Generator())) == 0
     assert len(bernoulli_positions(50, 1.0, torch.Generator())) == 50
+    # the same generator's first chunk of Geometric(q) gaps, cumulated and cut at size by a boolean mask
+    size, q = 20_000, 0.03
+    expected = size * q
+    gaps = torch.empty(int(expected + 6 * math.sqrt(expected) + 16), dtype=torch.float64).geometric_(
+        q, generator=torch.Generator().manual_seed(5))
+    ref = torch.cumsum(gaps, 0) - 1
+    assert ref[-1] >= size  # one chunk covers the range, so this reference is complete
+    assert torch.equal(bernoulli_positions(size, q, torch.Generator().manual_seed(5)), ref[ref < size].long())
 
 
 def test_poisson_batch_sizes_and_membership():
@@ -268,6 +276,31 @@ def test_poisson_batch_sizes_and_membership():
     assert abs(sizes.mean() - mean) < 4 * se, (sizes.mean(), mean, se)
     assert abs(sizes.var() / var - 1) < 0.1
     assert abs(np.corrcoef(sizes[:, 0], sizes[:, 1])[0, 1]) < 0.15  # models do not share draws
+
+
+def test_poisson_bank_places_each_models_draws_as_a_slow_reference_does():
+    """Seed 3: pools of different sizes and rates, several blocks. A per-model, per-step Python reference built
+    from the same generators' positions (record p mod n_m at step p // n_m, in draw order, padded with index 0 and
+    weight 0 to the widest model of the step) equals what the vectorised :class:`PoissonBank` returns, bit for bit."""
+    rng = np.random.default_rng(3)
+    sizes, rates, block, T = [700, 1500, 40, 1100], [0.02, 0.005, 0.3, 0.01], 8, 20
+    pools = [torch.as_tensor(np.sort(rng.choice(5000, n, replace=False))) for n in sizes]
+    bank = PoissonBank(pools, rates, [torch.Generator().manual_seed(10 + m) for m in range(4)], block=block)
+    ref_gens = [torch.Generator().manual_seed(10 + m) for m in range(4)]
+    per_step: list[list[list[int]]] = [[] for _ in range(T)]
+    for s in range(0, T, block):
+        for m, (pool, q, g) in enumerate(zip(pools, rates, ref_gens)):
+            pos = bernoulli_positions(block * len(pool), q, g).tolist()
+            for t in range(block):
+                if s + t < T:
+                    per_step[s + t].append([int(pool[p % len(pool)]) for p in pos if p // len(pool) == t])
+    for t in range(T):
+        idx, w = bank.next()
+        W = max(len(r) for r in per_step[t])
+        assert idx.shape == w.shape == (4, W) and idx.dtype == torch.int64 and w.dtype == torch.float32
+        for m, rows in enumerate(per_step[t]):
+            assert idx[m].tolist() == rows + [0] * (W - len(rows)), (t, m)
+            assert w[m].tolist() == [1.0] * len(rows) + [0.0] * (W - len(rows)), (t, m)
 
 
 def test_poisson_inclusion_is_uniform_over_records():

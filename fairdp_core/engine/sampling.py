@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import torch
 
 __all__ = ["PoissonBank", "batch_sizes", "bernoulli_positions"]
@@ -32,8 +33,8 @@ def bernoulli_positions(size: int, q: float, generator: torch.Generator) -> torc
         if last >= size:
             break
         expected = (size - last) * q
-    pos = torch.cat(chunks)
-    return pos[pos < size].to(torch.int64)
+    pos = torch.cat(chunks) if len(chunks) > 1 else chunks[0]
+    return pos[: int(torch.searchsorted(pos, float(size)))].to(torch.int64)  # sorted: the positions below size
 
 
 def batch_sizes(pool_sizes: list[int], sample_rate: list[float], generators: list[torch.Generator], steps: int, *,
@@ -74,45 +75,40 @@ class PoissonBank:
         self._pool_pad = torch.zeros(self.M, max(n_max, 1), dtype=torch.int64)
         for m, p in enumerate(pools):
             self._pool_pad[m, : len(p)] = p
-        self._buf: torch.Tensor | None = None  # [M, block, W] local indices
+        self._buf: torch.Tensor | None = None  # [M, block, W] global record indices (0 where padding)
         self._valid: torch.Tensor | None = None
         self._t = block
         self.widths = widths
         self._step = 0
 
-    def _draw_block(self, m: int) -> tuple[torch.Tensor, torch.Tensor]:
-        """Model m's next ``block`` batches: local indices [block, W] and validity [block, W]."""
-        n, K = len(self.pools[m]), self.block
-        pos = bernoulli_positions(K * n, self.q[m], self.gens[m])
-        step, local = pos // max(n, 1), pos % max(n, 1)
-        counts = torch.bincount(step, minlength=K)
-        W = int(counts.max()) if len(pos) else 0
-        starts = torch.cumsum(counts, 0) - counts
-        rank = torch.arange(len(pos)) - starts[step]
-        vals = torch.zeros(K, W, dtype=torch.int64)
-        valid = torch.zeros(K, W, dtype=torch.bool)
-        vals[step, rank] = local
-        valid[step, rank] = True
-        return vals, valid
-
     def _refill(self) -> None:
-        blocks = [self._draw_block(m) for m in range(self.M)]
-        W = max(v.shape[1] for v, _ in blocks)
-        self._buf = torch.zeros(self.M, self.block, W, dtype=torch.int64)
-        self._valid = torch.zeros(self.M, self.block, W, dtype=torch.bool)
-        for m, (v, ok) in enumerate(blocks):
-            self._buf[m, :, : v.shape[1]] = v
-            self._valid[m, :, : v.shape[1]] = ok
+        """Every model's next ``block`` batches, as global record indices [M, block, W] and validity: each model's
+        positions drawn from its own generator, then placed for all models at once."""
+        K, M = self.block, self.M
+        pos = [bernoulli_positions(K * len(p), q, g).numpy() for p, q, g in zip(self.pools, self.q, self.gens)]
+        lens = np.array([len(p) for p in pos])
+        pos = np.concatenate(pos)
+        n = np.repeat(np.array([max(len(p), 1) for p in self.pools]), lens)
+        step = pos // n
+        key = np.repeat(np.arange(M) * K, lens) + step  # nondecreasing: positions are sorted within a model
+        counts = np.bincount(key, minlength=M * K)
+        W = int(counts.max()) if len(pos) else 0
+        flat = key * W + np.arange(len(pos)) - np.repeat(np.cumsum(counts) - counts, counts)  # (model, step, rank)
+        row = np.repeat(np.arange(M) * self._pool_pad.shape[1], lens)
+        buf = np.zeros(M * K * W, dtype=np.int64)
+        valid = np.zeros(M * K * W, dtype=bool)
+        buf[flat] = self._pool_pad.numpy().ravel()[row + pos - step * n]
+        valid[flat] = True
+        self._buf, self._valid = torch.from_numpy(buf).view(M, K, W), torch.from_numpy(valid).view(M, K, W)
         self._t = 0
 
     def next(self) -> tuple[torch.Tensor, torch.Tensor]:
         if self._t >= self.block:
             self._refill()
-        local, valid = self._buf[:, self._t], self._valid[:, self._t]
+        idx, valid = self._buf[:, self._t], self._valid[:, self._t]
         self._t += 1
         W = int(valid.sum(1).max()) if valid.numel() else 0
-        local, valid = local[:, :W], valid[:, :W]
-        idx = self._pool_pad.gather(1, local) * valid
+        idx, valid = idx[:, :W], valid[:, :W]
         weights = valid.to(torch.float32)
         if self.widths is not None:
             pad = int(self.widths[self._step]) - W
