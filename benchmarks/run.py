@@ -1,6 +1,6 @@
 """Throughput of the batched engine against Opacus, all measured in one run (ratios are what to read).
 
-    python benchmarks/run.py [--quick] [--threads 2] [--out benchmarks]
+    python benchmarks/run.py [--quick] [--threads 2] [--repeats 3] [--out benchmarks]   # the table: medians of rounds
     python benchmarks/run.py --sharding [--quick] [--repeats 3]     # 1 vs 2 worker processes, Ray's overhead
     python benchmarks/run.py --paper-adult [--workers 1 2] [--repeats 3]   # one paper-scale Adult/LR bank, real data
     python benchmarks/run.py --conv-patches [--repeats 5]   # per-sample conv gradients: unfold vs strided patches
@@ -134,7 +134,8 @@ def main() -> None:
                     help="only the paper-scale banks: 400 Adult/LR and 400 MNIST-10k/MLP DP-SGD models, 20 epochs")
     ap.add_argument("--sharding", action="store_true",
                     help="only the sharding benchmark: one process vs 2 worker processes (loky) vs 2 Ray tasks")
-    ap.add_argument("--repeats", type=int, default=3, help="--sharding: interleaved repeats (medians reported)")
+    ap.add_argument("--repeats", type=int, default=3,
+                    help="interleaved repeats, medians reported (the table, --sharding, --paper-adult); --quick: 1")
     ap.add_argument("--paper-adult", action="store_true",
                     help="only one paper-scale Adult/LR DP-SGD bank on the prepared data: m = n, 2R = 400, 20 epochs")
     ap.add_argument("--workers", type=int, nargs="+", default=[1, 2], help="--paper-adult: worker counts (loky)")
@@ -164,25 +165,34 @@ def main() -> None:
         "mnist_mlp": ([1, 8] if args.quick else [1, 8, 32], 6 if args.quick else 20),
         "mnist_cnn": ([1, 4] if args.quick else [1, 8, 32], 3 if args.quick else 12),
     }
+    # every measurement `repeats` times, the rounds interleaved (round r times every method before round r + 1), so
+    # that a slow spell of the machine falls on every method alike; the record holds the median and the range
+    reps = 1 if args.quick else args.repeats
+    runs: dict[tuple, list[float]] = {}
+    for rep in range(reps):
+        for wl, (Ms, steps) in plan.items():
+            X, y, C, model_name = workload(wl)
+            for std in (True, False):
+                runs.setdefault((wl, model_name, "opacus_make_private" if std else "opacus_hooks_tensors", 1, None),
+                                []).append(bench_opacus(X, y, C, model_name, standard=std, steps=steps))
+            for M in Ms:
+                for alg in ("dpsgd", "sgd"):
+                    sps, T = bench_engine(X, y, C, model_name, M=M, algorithm=alg, steps=steps)
+                    runs.setdefault((wl, model_name, f"engine_{alg}", M, T), []).append(sps)
+        print(f"round {rep + 1} of {reps} done", flush=True)
     records = []
-    for wl, (Ms, steps) in plan.items():
-        X, y, C, model_name = workload(wl)
-        fps = flops_per_sample(build_model(model_name, X.shape[1:], C), X.shape[1:])
-
-        def rec(method, M, sps, **extra):
-            r = {"workload": wl, "model": model_name, "method": method, "n_models": M,
-                 "samples_per_s": round(sps, 1), "model_epochs_per_s": round(sps / len(y), 4),
-                 "gflops": round(sps * fps / 1e9, 2), "pct_matmul_peak": round(100 * sps * fps / 1e9 / peak, 1),
-                 **extra}
-            records.append(r)
-            print(json.dumps(r), flush=True)
-
-        rec("opacus_make_private", 1, bench_opacus(X, y, C, model_name, standard=True, steps=steps))
-        rec("opacus_hooks_tensors", 1, bench_opacus(X, y, C, model_name, standard=False, steps=steps))
-        for M in Ms:
-            for alg in ("dpsgd", "sgd"):
-                sps, T = bench_engine(X, y, C, model_name, M=M, algorithm=alg, steps=steps)
-                rec(f"engine_{alg}", M, sps, steps=T)
+    fps = {wl: flops_per_sample(build_model(m, workload(wl)[0].shape[1:], workload(wl)[2]), workload(wl)[0].shape[1:])
+           for wl, m in {(k[0], k[1]) for k in runs}}
+    for (wl, model_name, method, M, T), v in runs.items():
+        sps = float(np.median(v))
+        r = {"workload": wl, "model": model_name, "method": method, "n_models": M,
+             "samples_per_s": round(sps, 1), "samples_per_s_min": round(min(v), 1), "samples_per_s_max": round(max(v), 1),
+             "repeats": len(v), "model_epochs_per_s": round(sps / len(workload(wl)[1]), 4),
+             "gflops": round(sps * fps[wl] / 1e9, 2), "pct_matmul_peak": round(100 * sps * fps[wl] / 1e9 / peak, 1)}
+        if T is not None:
+            r["steps"] = T
+        records.append(r)
+        print(json.dumps(r), flush=True)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     name = "results_quick" if args.quick else "results"
@@ -397,12 +407,15 @@ def conv_patches(out: Path, *, repeats: int) -> None:
 
 
 def table(records, env) -> str:
+    reps = max(r.get("repeats", 1) for r in records)
     lines = [f"Measured in one run: {env['threads']} threads, torch {env['torch']}, matmul peak "
              f"{env['matmul_peak_gflops']} GFLOP/s, malloc thresholds {env['MALLOC_MMAP_THRESHOLD_']}/"
-             f"{env['MALLOC_TRIM_THRESHOLD_']}.", "",
-             "| workload | method | M | samples/s | model-epochs/s | GFLOP/s | % peak | × Opacus fastest | × make_private "
-             "| DP ÷ non-private |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
+             f"{env['MALLOC_TRIM_THRESHOLD_']}; "
+             + (f"medians of {reps} interleaved rounds (samples/s: the range over rounds), every ratio a ratio of medians."
+                if reps > 1 else "one round."), "",
+             "| workload | method | M | samples/s | range | model-epochs/s | GFLOP/s | % peak | × Opacus fastest "
+             "| × make_private | DP ÷ non-private |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
     for wl in dict.fromkeys(r["workload"] for r in records):
         rs = [r for r in records if r["workload"] == wl]
         fast = next(r["samples_per_s"] for r in rs if r["method"] == "opacus_hooks_tensors")
@@ -411,7 +424,8 @@ def table(records, env) -> str:
         for r in rs:
             ratio = (f"{r['samples_per_s'] / sgd[r['n_models']]:.2f}"
                      if r["method"] == "engine_dpsgd" and r["n_models"] in sgd else "")
-            lines.append(f"| {wl} | {r['method']} | {r['n_models']} | {r['samples_per_s']:,.0f} | "
+            rng = (f"{r['samples_per_s_min']:,.0f}–{r['samples_per_s_max']:,.0f}" if "samples_per_s_min" in r else "")
+            lines.append(f"| {wl} | {r['method']} | {r['n_models']} | {r['samples_per_s']:,.0f} | {rng} | "
                          f"{r['model_epochs_per_s']:.3f} | {r['gflops']} | {r['pct_matmul_peak']} | "
                          f"{r['samples_per_s'] / fast:.2f} | {r['samples_per_s'] / std:.2f} | {ratio} |")
     return "\n".join(lines) + "\n"
