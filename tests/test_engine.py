@@ -289,7 +289,7 @@ def test_poisson_bank_places_each_models_draws_as_a_slow_reference_does():
     ref_gens = [torch.Generator().manual_seed(10 + m) for m in range(4)]
     per_step: list[list[list[int]]] = [[] for _ in range(T)]
     for s in range(0, T, block):
-        for m, (pool, q, g) in enumerate(zip(pools, rates, ref_gens)):
+        for pool, q, g in zip(pools, rates, ref_gens):
             pos = bernoulli_positions(block * len(pool), q, g).tolist()
             for t in range(block):
                 if s + t < T:
