@@ -60,7 +60,7 @@ clean-venv:
 breakages: $(STAMP)
 	$(BIN)/python tests/privacy_breakages.py
 
-.PHONY: bench bench-quick bench-sharding
+.PHONY: bench bench-quick bench-sharding bench-gpu
 bench: $(STAMP)
 	$(BIN)/python benchmarks/run.py
 	$(BIN)/python benchmarks/run.py --sharding
@@ -71,3 +71,9 @@ bench-sharding: $(STAMP)
 
 bench-quick: $(STAMP)
 	$(BIN)/python benchmarks/run.py --quick
+
+# one bank of every (dataset, model) pair of the gpu profile, timed, and the profile's training extrapolated
+# (benchmarks/gpu_timing.md; on a machine without CUDA: make bench-gpu DEVICE=cpu -> benchmarks/cpu_timing.md)
+DEVICE ?= cuda
+bench-gpu: $(STAMP)
+	$(BIN)/python benchmarks/gpu_timing.py --device $(DEVICE) $(if $(filter cpu,$(DEVICE)),--steps 3 --workers 1,)
