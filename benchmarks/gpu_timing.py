@@ -90,7 +90,10 @@ def seconds_per_step(dataset: str, model: str, *, steps: int, workers: int, **kw
     bank_seconds(dataset, model, steps=1, workers=workers, **kw)
     t1 = bank_seconds(dataset, model, steps=steps, workers=workers, **kw)
     t2 = bank_seconds(dataset, model, steps=2 * steps, workers=workers, **kw)
-    return max(t2 - t1, 0.0) / steps
+    if t2 <= t1:
+        raise RuntimeError(f"{dataset}/{model}: {2 * steps} steps took {t2:.2f} s, no longer than {steps} steps "
+                           f"({t1:.2f} s): too noisy to difference; rerun with more --steps")
+    return (t2 - t1) / steps
 
 
 def main(argv: list[str] | None = None) -> int:

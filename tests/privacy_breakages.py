@@ -261,21 +261,28 @@ def _order(path: str) -> list[str]:
     return first + [f for f in _SUITE if f not in first]
 
 
+TIMEOUT = -9  # _run_suite's exit code for a run that hung: never counted as caught
+
+
 def _run_suite(work: Path, files: list[str] | None = None) -> tuple[int, str, list[str]]:
     """Run pytest on ``files`` (default: the suite) in the copy ``work``: (exit code, its last line, failed node ids).
     Exit code 1 means tests ran and some failed; 0 all passed; anything else (no test collected, usage or
     collection error) is neither."""
     env = {**os.environ, "PYTHONPATH": str(work), "PYTHONDONTWRITEBYTECODE": "1"}
     cmd = [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", "-k", "not adult", *(files or _SUITE)]
-    p = subprocess.run(cmd, cwd=work, env=env, capture_output=True, text=True, timeout=900)
+    try:
+        p = subprocess.run(cmd, cwd=work, env=env, capture_output=True, text=True, timeout=900)
+    except subprocess.TimeoutExpired:
+        return TIMEOUT, "timed out after 900 s", []
     lines = [ln for ln in p.stdout.splitlines() if ln.strip()]
     failed = [ln.split(" ", 1)[1].split(" - ", 1)[0] for ln in lines if ln.startswith("FAILED ")]
     return p.returncode, lines[-1] if lines else p.stderr[-300:], failed
 
 
 # The test that caught each breakage last time (``--write-hints``): run alone first, it settles most breakages in one
-# short pytest call. Sound either way: a breakage counts as caught only when a test of the suite FAILS under it (exit
-# code 1); when the hinted test passes, or no longer exists, the whole ordered suite runs as without hints.
+# short pytest call. Sound either way: a breakage counts as caught there only when that test of the suite FAILS under
+# it (exit code 1) and passes alone on the unbroken code; otherwise (it passes, no longer exists, errors, or fails on
+# its own) the whole ordered suite runs as without hints. A run that hangs (TIMEOUT) is never counted as caught.
 HINTS = Path(__file__).with_name("breakage_hints.json")
 
 
@@ -283,25 +290,42 @@ def _load_hints() -> dict[str, list[str]]:
     return json.loads(HINTS.read_text()) if HINTS.is_file() else {}
 
 
+_alone: dict[tuple[str, ...], bool] = {}  # hinted tests -> do they pass alone on the unbroken code (cached)
+
+
+def _passes_alone(work: Path, hint: list[str]) -> bool:
+    key = tuple(hint)
+    if key not in _alone:
+        _alone[key] = _run_suite(work, hint)[0] == 0
+    return _alone[key]
+
+
 def _try(work: Path, b: Breakage, hints: dict[str, list[str]]) -> tuple[str, str, list[str]]:
     """Apply one breakage in the copy ``work``, run its hinted test and, unless that fails, the suite; restore:
-    (verdict, message, the failed node ids)."""
+    (verdict, message, the failed node ids). A hinted test that fails settles it only if the same test, run alone
+    on the unbroken code, passes (checked once per test): its failure is then the breakage's, not the test's own."""
     target = work / b.path
     original = target.read_text()
     if original.count(b.old) != 1:
         return "STALE", f"the edit matches {original.count(b.old)} places in {b.path}", []
-    target.write_text(original.replace(b.old, b.new))
+    broken = original.replace(b.old, b.new)
     t0 = time.perf_counter()
     try:
         hint = [h for h in hints.get(b.name, []) if h.split("::", 1)[0] in _SUITE]
+        target.write_text(broken)
         rc, last, failed = _run_suite(work, hint) if hint else (0, "", [])
         how = "its hinted test"
+        if rc == 1:
+            target.write_text(original)
+            if not _passes_alone(work, hint):
+                rc, how = 0, "the suite (the hinted test fails alone on the unbroken code)"
+            target.write_text(broken)
         if rc != 1:
             rc, last, failed = _run_suite(work, _order(b.path))
-            how = "the suite"
+            how = how if how.startswith("the suite") else "the suite"
     finally:
         target.write_text(original)
-    verdict = "SURVIVED" if rc == 0 else "caught"  # the whole suite: any failure (a collection error too) catches
+    verdict = "TIMEOUT" if rc == TIMEOUT else "SURVIVED" if rc == 0 else "caught"  # the suite: any failure catches
     return verdict, f"({time.perf_counter() - t0:.0f} s, {how}): {last}", failed
 
 

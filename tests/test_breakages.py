@@ -21,9 +21,12 @@ def toy(tmp_path, monkeypatch):
     (tmp_path / "toy").mkdir()
     (tmp_path / "toy" / "__init__.py").write_text("VALUE = 1\n")
     (tmp_path / "tests").mkdir()
+    # test_order_dependent passes after test_unrelated (as in the suite) and fails alone
     (tmp_path / "tests" / "test_toy.py").write_text(
-        "from toy import VALUE\n\n\ndef test_unrelated():\n    assert True\n\n\ndef test_value():\n    assert VALUE == 1\n")
+        "from toy import VALUE\n\nSTATE = []\n\n\ndef test_unrelated():\n    STATE.append(1)\n\n\n"
+        "def test_value():\n    assert VALUE == 1\n\n\ndef test_order_dependent():\n    assert STATE\n")
     monkeypatch.setattr(pb, "_SUITE", ["tests/test_toy.py"])
+    monkeypatch.setattr(pb, "_alone", {})
     return tmp_path
 
 
@@ -54,3 +57,18 @@ def test_every_hint_names_a_breakage_and_a_suite_test():
     names = {b.name for b in pb.BREAKAGES}
     assert set(hints) <= names, set(hints) - names
     assert all(h.split("::", 1)[0] in pb.SUITE for v in hints.values() for h in v)
+
+
+def test_a_hint_that_fails_on_its_own_settles_nothing(toy):
+    """A hinted test that fails alone even on the unbroken code (order-dependent) must not count as catching: the
+    harmless edit survives, the broken one is caught by the suite."""
+    hints = {HARMLESS.name: ["tests/test_toy.py::test_order_dependent"], BROKEN.name: ["tests/test_toy.py::test_order_dependent"]}
+    verdict, msg, _ = pb._try(toy, HARMLESS, hints)
+    assert verdict == "SURVIVED" and "fails alone on the unbroken code" in msg, msg
+    verdict, msg, failed = pb._try(toy, BROKEN, hints)
+    assert verdict == "caught" and failed == ["tests/test_toy.py::test_value"], msg
+
+
+def test_a_hung_run_is_not_caught(toy, monkeypatch):
+    monkeypatch.setattr(pb, "_run_suite", lambda work, files=None: (pb.TIMEOUT, "timed out after 900 s", []))
+    assert pb._try(toy, BROKEN, {})[0] == "TIMEOUT"

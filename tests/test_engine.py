@@ -255,6 +255,15 @@ def test_bernoulli_positions_is_a_bernoulli_process():
     ref = torch.cumsum(gaps, 0) - 1
     assert ref[-1] >= size  # one chunk covers the range, so this reference is complete
     assert torch.equal(bernoulli_positions(size, q, torch.Generator().manual_seed(5)), ref[ref < size].long())
+    # a position exactly at size is cut too (the first seed of 0..99 whose draws hit it)
+    size, q = 40, 0.5
+    for seed in range(100):
+        ref = torch.cumsum(torch.empty(int(size * q + 6 * math.sqrt(size * q) + 16), dtype=torch.float64).geometric_(
+            q, generator=torch.Generator().manual_seed(seed)), 0) - 1
+        if (ref == size).any() and ref[-1] >= size:
+            break
+    assert (ref == size).any()
+    assert torch.equal(bernoulli_positions(size, q, torch.Generator().manual_seed(seed)), ref[ref < size].long())
 
 
 def test_poisson_batch_sizes_and_membership():
