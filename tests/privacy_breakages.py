@@ -11,8 +11,9 @@ source is reported as stale, and also fails the run: keep this list in step with
     python tests/privacy_breakages.py --match DPSGD-F   # only the breakages whose name contains DPSGD-F
     python tests/privacy_breakages.py --write-hints     # also record each breakage's catching test (breakage_hints.json)
 
-With hints, each breakage first runs the one test that caught it last time; only if that test passes (or is gone) does
-the whole suite run. The verdict is the same either way, in a fraction of the time.
+With hints, each breakage first runs the one test that caught it last time; its failure counts only if that test passes
+alone on the unbroken code. Otherwise (or if it passes, or is gone) the whole suite runs. The verdict is the same either
+way, in a fraction of the time.
 """
 
 from __future__ import annotations
