@@ -169,9 +169,11 @@ def main() -> None:
     # that a slow spell of the machine falls on every method alike; the record holds the median and the range
     reps = 1 if args.quick else args.repeats
     runs: dict[tuple, list[float]] = {}
+    n_fps: dict[str, tuple[int, float]] = {}  # per workload: records, FLOPs per sample
     for rep in range(reps):
         for wl, (Ms, steps) in plan.items():
             X, y, C, model_name = workload(wl)
+            n_fps[wl] = len(y), flops_per_sample(build_model(model_name, X.shape[1:], C), X.shape[1:])
             for std in (True, False):
                 runs.setdefault((wl, model_name, "opacus_make_private" if std else "opacus_hooks_tensors", 1, None),
                                 []).append(bench_opacus(X, y, C, model_name, standard=std, steps=steps))
@@ -181,14 +183,12 @@ def main() -> None:
                     runs.setdefault((wl, model_name, f"engine_{alg}", M, T), []).append(sps)
         print(f"round {rep + 1} of {reps} done", flush=True)
     records = []
-    fps = {wl: flops_per_sample(build_model(m, workload(wl)[0].shape[1:], workload(wl)[2]), workload(wl)[0].shape[1:])
-           for wl, m in {(k[0], k[1]) for k in runs}}
     for (wl, model_name, method, M, T), v in runs.items():
-        sps = float(np.median(v))
+        sps, (n, fps) = float(np.median(v)), n_fps[wl]
         r = {"workload": wl, "model": model_name, "method": method, "n_models": M,
              "samples_per_s": round(sps, 1), "samples_per_s_min": round(min(v), 1), "samples_per_s_max": round(max(v), 1),
-             "repeats": len(v), "model_epochs_per_s": round(sps / len(workload(wl)[1]), 4),
-             "gflops": round(sps * fps[wl] / 1e9, 2), "pct_matmul_peak": round(100 * sps * fps[wl] / 1e9 / peak, 1)}
+             "repeats": len(v), "model_epochs_per_s": round(sps / n, 4),
+             "gflops": round(sps * fps / 1e9, 2), "pct_matmul_peak": round(100 * sps * fps / 1e9 / peak, 1)}
         if T is not None:
             r["steps"] = T
         records.append(r)
