@@ -249,6 +249,14 @@ def _cmd_exp(args: argparse.Namespace) -> int:
     return exp_run(args.set or [], queue=args.queue, name=args.name, params=args.params, dvc_args=args.dvc_args)
 
 
+def _cmd_claims(args: argparse.Namespace) -> int:
+    from .claims import main as claims_main
+
+    if not args.extra or args.extra[0] in ("-h", "--help"):
+        return claims_main(["--help"])
+    return claims_main([*args.extra, "--params", args.params])
+
+
 def _cmd_pilot_summary(args: argparse.Namespace) -> int:
     from .reporting import pilot_summary
     from .stages.plan import train_plan
@@ -486,6 +494,9 @@ def main(argv: list[str] | None = None) -> int:
     pi = sub.add_parser("pilot-summary", help="between-seed SDs and seeds for power from the pilot profile")
     pi.add_argument("--name", default=None, help="writes reports/paper/<NAME>.json (default: the profile's name)")
     pi.set_defaults(func=_cmd_pilot_summary)
+    cl = sub.add_parser("claims", add_help=False, help="the claims campaign: run its parts from a pinned worktree "
+                        "(`fairdp claims run PART`), list them (`fairdp claims parts`); --help for more")
+    cl.set_defaults(func=_cmd_claims)
     cv = sub.add_parser("coverage", help="simulate the audit's intervals and tests (reports/coverage/)")
     cv.add_argument("--studies", type=int, default=1000, help="simulated audits per cell")
     cv.add_argument("--seed", type=int, default=20251010)
@@ -556,10 +567,10 @@ def main(argv: list[str] | None = None) -> int:
                         "(make repro runs it after dvc repro)")
     pk.set_defaults(func=_cmd_prune_lock)
     args, extra = parser.parse_known_args(argv)
-    if extra and args.command != "tune":  # only `tune` passes its own options on
+    if extra and args.command not in ("tune", "claims"):  # only these pass their own options on
         parser.error(f"unrecognized arguments: {' '.join(extra)}")
     args.extra = extra
-    if argv is None and args.command in ("audit", "train", "tune", "clip-study"):
+    if argv is None and args.command in ("audit", "train", "tune", "clip-study", "claims"):
         from .stages import reexec_with_malloc_env
 
         reexec_with_malloc_env("fairdp_core.cli", sys.argv[1:])

@@ -54,12 +54,17 @@ INTERVALS = ("alooa_cross_fit", "ga", "gba", "lira_online", "lira_offline", "rmi
 
 
 def attack_bank(loss: np.ndarray, phi: np.ndarray, mem: np.ndarray, g: np.ndarray, names: list[str], *,
-                alpha: float, n_perm: int, n_null: int, stats_seed, delta: float
+                alpha: float, n_perm: int, n_null: int, stats_seed, delta: float, attacks: tuple[str, ...] = ATTACKS
                 ) -> tuple[pd.DataFrame, list[dict], dict, dict, dict[str, float]]:
     """Every attack and its statistics on one bank's signals, as arrays (no files): ``loss`` and ``phi`` [M, m] on
     the audited records, ``mem`` [M, m] their membership, ``g`` [m] their groups (0..K−1, named ``names``).
     Returns (records: per record each attack's advantage; group rows: GPR with CI per attack and group, and the
-    low-FPR view; per-attack summary; low-FPR view per group; timings in seconds)."""
+    low-FPR view; per-attack summary; low-FPR view per group; timings in seconds). ``attacks``: a subset of
+    ATTACKS, run in ATTACKS' order (every attack draws from one generator, so a subset changes the later attacks'
+    permutations: results are comparable only between runs of the same subset)."""
+    unknown = set(attacks) - set(ATTACKS)
+    if unknown:
+        raise ValueError(f"unknown attacks {sorted(unknown)} (known: {', '.join(ATTACKS)})")
     K = len(names)
     rng = np.random.default_rng(stats_seed)
     scores = -np.asarray(loss, dtype=np.float64)
@@ -85,7 +90,7 @@ def attack_bank(loss: np.ndarray, phi: np.ndarray, mem: np.ndarray, g: np.ndarra
     }
     records = pd.DataFrame({"group": g, "group_name": [names[k] for k in g]})
     group_rows, attack_summary = [], {}
-    for attack in ATTACKS:
+    for attack in (a for a in ATTACKS if a in attacks):
         t0 = time.perf_counter()
         if attack in INTERVALS:
             c = contributions[attack]()
@@ -146,7 +151,7 @@ def attack_bank(loss: np.ndarray, phi: np.ndarray, mem: np.ndarray, g: np.ndarra
 
 
 def run_attack(name: str, out: str | os.PathLike, *, plan: dict, train_dir: str | os.PathLike,
-               design_path: str | os.PathLike) -> tuple[dict, dict[str, float]]:
+               design_path: str | os.PathLike, attacks: tuple[str, ...] = ATTACKS) -> tuple[dict, dict[str, float]]:
     """Attack run ``name``'s bank as ``plan`` says and write ``out``; returns (summary, timings in seconds)."""
     train_dir = Path(train_dir)
     info = json.loads((train_dir / "train.json").read_text())
@@ -158,7 +163,7 @@ def run_attack(name: str, out: str | os.PathLike, *, plan: dict, train_dir: str 
     names = info["group_names"]
     records, group_rows, attack_summary, low_fpr, timings = attack_bank(
         loss, phi, design.membership, design.audit_group, names, alpha=plan["alpha"], n_perm=plan["n_perm"],
-        n_null=plan["n_null"], stats_seed=plan["stats_seed"], delta=info["accounting"]["delta"])
+        n_null=plan["n_null"], stats_seed=plan["stats_seed"], delta=info["accounting"]["delta"], attacks=attacks)
     records.insert(0, "record", idx)
     with atomic_dir(out) as tmp:
         looa = None

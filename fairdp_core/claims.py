@@ -1,0 +1,269 @@
+"""The ``claims`` campaign: the paper's claims at the paper's own design, run part by part (docs/claims.md).
+
+A *part* is one dataset × model × ε of the ``claims`` profile (``law_paper-lr-e10``), or a dataset's SGD reference
+(``law_paper-lr-sgd``). ``run_part`` trains and attacks its runs seed by seed (every arm of a seed before the next
+seed, so that finished seeds are always paired), in this checkout's ``results/``, and writes one small summary per
+run to ``reports/paper/claims/<run>.json`` (or ``--summaries``): its commit, a hash of its effective plan, the
+numerics version, the package versions, accuracy, accounting, clipping per group, each attack's Δ and contrast, and
+the wall time of train / signals / attack / overhead. A run whose summary exists with the same plan hash and
+numerics version is never rerun, so a part can be stopped and restarted anywhere.
+
+Seeds: ``min_seeds`` (6) paired seeds first; then as many more (up to the profile's ``seeds``, 16) as the measured
+SD of the paired DP-SGD-S − DP-SGD difference of Δ needs for 80% power against a reduction of ``effect_share`` (20%)
+of the cell's DP-SGD Δ, for every DP rule and both estimators (an internal pilot: the stopping rule looks at the
+SD, never at the difference itself).
+
+The campaign runs from a pinned git worktree of a committed revision (``--allow-dirty`` to override), one torch
+thread, so that the main tree can change while it trains.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+
+from .atomic import write_text
+from .config import ConfigError, Params
+
+__all__ = ["CLAIMS_ATTACKS", "NUMERICS_VERSION", "DP_RULES", "part_runs", "parts", "plan_hash", "run_part",
+           "seeds_needed", "summary_path"]
+
+# The bits a bank is trained to: bumped whenever a change to the engine changes a trained bank's bytes
+# (tests/test_claims.py pins a small bank's hash to this version). A verdict pools only runs of one version.
+NUMERICS_VERSION = 1
+# The attacks the claims profile runs: the two estimators every verdict shows, and the cheap reference attacks. The
+# null-corrected PA-ALOOA estimator and PA-GBA are left out (together half the attack stage at m = n).
+CLAIMS_ATTACKS = ("alooa_cross_fit", "alooa_in_sample", "ga", "lira_online", "lira_offline", "rmia")
+DP_RULES = ("dpsgd_s_paper", "dpsgd_s", "dpsgd_s_paper_code")
+# The rules whose SD sets a cell's seed count (the guaranteed ones; the released code's rule is not DP)
+POWER_RULES = ("dpsgd_s_paper", "dpsgd_s")
+ESTIMATORS = {"cross_fit": "alooa_cross_fit", "in_sample": "alooa_in_sample"}
+
+
+def _part_of(run: dict) -> str:
+    if run["algorithm"] == "sgd":
+        return f"{run['dataset']}-{run['model']}-sgd"
+    return f"{run['dataset']}-{run['model']}-e{run['epsilon']:g}"
+
+
+def parts(params: Params) -> list[str]:
+    """Every part of the profile's grid, in grid order."""
+    out: list[str] = []
+    for r in params.runs.values():
+        p = _part_of(r.model_dump())
+        if p not in out:
+            out.append(p)
+    return out
+
+
+def part_runs(params: Params, part: str) -> dict[int, list[str]]:
+    """seed -> the part's run names at that seed (grid order)."""
+    out: dict[int, list[str]] = {}
+    for name, r in params.runs.items():
+        if _part_of(r.model_dump()) == part:
+            out.setdefault(r.seed, []).append(name)
+    if not out:
+        raise ConfigError(f"no part {part!r} in the {params.profile!r} profile (parts: {', '.join(parts(params))})")
+    return dict(sorted(out.items()))
+
+
+def effective_plan(params: Params, name: str) -> dict:
+    """What determines run ``name``'s summary: its train and attack plans and the attacks run."""
+    from .stages.plan import attack_plan, train_plan
+
+    return {"train": train_plan(params, name), "attack": attack_plan(params, name), "attacks": list(CLAIMS_ATTACKS)}
+
+
+def plan_hash(plan: dict) -> str:
+    return hashlib.sha256(json.dumps(plan, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def summary_path(summaries: Path, name: str) -> Path:
+    return Path(summaries) / f"{name}.json"
+
+
+def _git(args: list[str], cwd: Path) -> str:
+    return subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, check=True).stdout.strip()
+
+
+def checkout_commit(base: Path, *, allow_dirty: bool = False) -> str:
+    """The commit this checkout is at; a checkout with uncommitted changes to tracked files is refused."""
+    head = _git(["rev-parse", "HEAD"], base)
+    dirty = _git(["status", "--porcelain", "--untracked-files=no"], base)
+    if dirty and not allow_dirty:
+        raise ConfigError(f"{base}: uncommitted changes to tracked files; run the campaign from a pinned worktree of "
+                          "a committed revision (git worktree add ../claims-run HEAD)")
+    return head + ("+dirty" if dirty else "")
+
+
+def versions() -> dict[str, str]:
+    import numpy
+    import torch
+
+    from . import __version__
+
+    try:
+        from importlib.metadata import version
+        opacus = version("opacus")
+    except Exception:  # noqa: BLE001 - not installed: recorded as such
+        opacus = "not installed"
+    return {"torch": torch.__version__, "opacus": opacus, "numpy": numpy.__version__, "fairdp": __version__}
+
+
+def _existing(path: Path, plan_sha: str) -> dict | None:
+    if not path.is_file():
+        return None
+    s = json.loads(path.read_text())
+    return s if s.get("plan_sha256") == plan_sha and s.get("numerics") == NUMERICS_VERSION else None
+
+
+def _compact_attack(a: dict) -> dict:
+    keep = ("delta_pp", "gpr", "null_floor_pp", "p_perm", "delta_lo", "delta_hi", "p_delta_gt_0", "contrast")
+    return {k: a.get(k) for k in keep}
+
+
+def run_one(params: Params, name: str, part: str, summaries: Path, *, commit: str, progress: bool = True) -> dict:
+    """Train and attack run ``name`` in this checkout's results/ and write its summary; returns the summary."""
+    from .stages import jsonable
+    from .stages.attack import run_attack
+    from .stages.design import write_design
+    from .stages.train import run_train
+
+    t_all = time.perf_counter()
+    plan = effective_plan(params, name)
+    r = params.runs[name]
+    prepared = params.resolve(params.data.prepared_dir) / r.dataset
+    if not (prepared / "meta.json").is_file() and not any(prepared.glob("*")):
+        from .data.pipeline import prepare
+
+        prepare(params, r.dataset)
+    design_path = params.resolve("results/designs") / f"{plan['train']['design']}.npz"
+    if not design_path.is_file():
+        write_design(params, plan["train"]["design"], design_path)
+    train_dir = params.resolve("results/train") / name
+    t0 = time.perf_counter()
+    info = run_train(params, name, train_dir, plan=plan["train"], design_path=design_path, progress=progress)
+    train_wall = time.perf_counter() - t0
+    tim = json.loads((params.resolve("results/timings") / f"train-{name}.json").read_text())
+    t0 = time.perf_counter()
+    summary, atim = run_attack(name, params.resolve("results/audit") / name, plan=plan["attack"], train_dir=train_dir,
+                               design_path=design_path, attacks=CLAIMS_ATTACKS)
+    attack_wall = time.perf_counter() - t0
+    total = time.perf_counter() - t_all
+    out = {
+        "run": name, "part": part, "profile": params.profile, "dataset": r.dataset, "model": r.model,
+        "algorithm": r.algorithm, "epsilon": r.epsilon, "seed": r.seed, "commit": commit,
+        "plan_sha256": plan_hash(plan), "numerics": NUMERICS_VERSION, "versions": versions(), "plan": plan,
+        "n_models": info["n_models"], "m": info["m"], "R": info["R"], "n_train": info["n_train"],
+        "n_test": info["n_test"], "group_names": info["group_names"], "accuracy": info["accuracy"],
+        "accounting": info["accounting"], "clipping": info["clipping"],
+        "attacks": {k: _compact_attack(v) for k, v in summary["attacks"].items()},
+        "wall_s": {"train": round(tim.get("train_s", train_wall), 1), "signals": round(tim.get("signals_s", 0.0), 1),
+                   "attack": round(attack_wall, 1),
+                   "overhead": round(total - tim.get("train_s", 0.0) - tim.get("signals_s", 0.0) - attack_wall, 1),
+                   "total": round(total, 1)},
+    }
+    write_text(summary_path(summaries, name), json.dumps(jsonable(out), indent=1) + "\n")
+    return out
+
+
+def seeds_needed(summaries: list[dict], *, effect_share: float = 0.2, min_seeds: int = 6, max_seeds: int = 16,
+                 rules: tuple[str, ...] = POWER_RULES) -> dict[str, object]:
+    """The seeds a part needs: for every rule and estimator, the SD of the per-seed paired difference of Δ (rule −
+    DP-SGD) and the seeds for 80% power against ``effect_share`` × the mean DP-SGD Δ; the largest, capped."""
+    from .reporting import seeds_for_power
+
+    by = {(s["algorithm"], s["seed"]): s for s in summaries}
+    seeds = sorted({s for a, s in by if a == "dpsgd"})
+    need, detail = min_seeds, {}
+    for est, attack in ESTIMATORS.items():
+        base = np.array([by[("dpsgd", s)]["attacks"][attack]["delta_pp"] for s in seeds])
+        target = effect_share * abs(base.mean()) if len(base) else 0.0
+        for rule in rules:
+            paired = [s for s in seeds if (rule, s) in by]
+            if len(paired) < 2 or target <= 0:
+                continue
+            d = np.array([by[(rule, s)]["attacks"][attack]["delta_pp"] - by[("dpsgd", s)]["attacks"][attack]["delta_pp"]
+                          for s in paired])
+            sd = float(d.std(ddof=1))
+            n = seeds_for_power(sd, target, max_seeds=max_seeds)
+            detail[f"{rule}/{est}"] = {"sd_pp": sd, "target_pp": target, "seeds": n}
+            need = max(need, max_seeds if n is None else n)
+    return {"seeds": min(need, max_seeds), "detail": detail}
+
+
+def run_part(params: Params, part: str, summaries: Path, *, commit: str, min_seeds: int = 6,
+             effect_share: float = 0.2, progress: bool = True, log: Callable[[str], None] = print) -> list[dict]:
+    """Run ``part`` until it has the seeds its measured SD needs (or every seed for an SGD part); returns every
+    summary of the part."""
+    by_seed = part_runs(params, part)
+    max_seeds = len(by_seed)
+    done: list[dict] = []
+    target = min(min_seeds, max_seeds)
+    for seed, names in by_seed.items():
+        if seed >= target:
+            if part.endswith("-sgd"):
+                break
+            need = seeds_needed(done, effect_share=effect_share, min_seeds=min_seeds, max_seeds=max_seeds)
+            target = need["seeds"]
+            sds = ", ".join(f"{k}: SD {v['sd_pp']:.3f} pp, {v['seeds']}" for k, v in need["detail"].items())
+            log(f"{part}: {seed} seeds done; the measured SDs need {target} ({sds})")
+            if seed >= target:
+                break
+        for name in names:
+            plan_sha = plan_hash(effective_plan(params, name))
+            s = _existing(summary_path(summaries, name), plan_sha)
+            if s is None:
+                s = run_one(params, name, part, summaries, commit=commit, progress=progress)
+                w = s["wall_s"]
+                log(f"{name}: acc {s['accuracy']['mean']:.4f}, Δ {s['attacks']['alooa_cross_fit']['delta_pp']:.3f} pp "
+                    f"(in-sample {s['attacks']['alooa_in_sample']['delta_pp']:.3f}); train {w['train']} s, attack "
+                    f"{w['attack']} s, total {w['total']} s")
+            done.append(s)
+    return done
+
+
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+
+    from .config import load_params
+
+    ap = argparse.ArgumentParser(prog="fairdp claims", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = ap.add_subparsers(dest="action", required=True)
+    r = sub.add_parser("run", help="run parts of the claims profile (from a pinned worktree)")
+    r.add_argument("parts", nargs="+", help="parts such as law_paper-lr-e10 or law_paper-lr-sgd; 'all' for every one")
+    r.add_argument("--params", default="params.yaml")
+    r.add_argument("--summaries", default=None, help="where the per-run summaries go (default reports/paper/claims)")
+    r.add_argument("--min-seeds", type=int, default=6, help="paired seeds before the power rule decides (default 6)")
+    r.add_argument("--allow-dirty", action="store_true", help="run from a checkout with uncommitted changes")
+    r.add_argument("--quiet", action="store_true", help="no progress bars")
+    ls = sub.add_parser("parts", help="list the profile's parts")
+    ls.add_argument("--params", default="params.yaml")
+    args = ap.parse_args(argv)
+    params = load_params(args.params)
+    if params.profile != "claims":
+        raise ConfigError(f"{args.params}: profile {params.profile!r}; the campaign runs the claims profile "
+                          "(`fairdp use-profile claims` in its worktree)")
+    if args.action == "parts":
+        for p in parts(params):
+            print(p, sum(len(v) for v in part_runs(params, p).values()), "runs at most")
+        return 0
+    commit = checkout_commit(params.base_dir, allow_dirty=args.allow_dirty)
+    summaries = Path(args.summaries) if args.summaries else params.resolve("reports/paper/claims")
+    todo = parts(params) if args.parts == ["all"] else args.parts
+    for p in todo:
+        part_runs(params, p)  # every name checked before any work
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    for p in todo:
+        t0 = time.perf_counter()
+        got = run_part(params, p, summaries, commit=commit, min_seeds=args.min_seeds, progress=not args.quiet)
+        print(f"{p}: {len(got)} runs, {(time.perf_counter() - t0) / 60:.1f} min", flush=True)
+    return 0
