@@ -94,9 +94,10 @@ def _git(args: list[str], cwd: Path) -> str:
 
 
 def checkout_commit(base: Path, *, allow_dirty: bool = False) -> str:
-    """The commit this checkout is at; a checkout with uncommitted changes to tracked files is refused."""
+    """The commit this checkout is at; a checkout with uncommitted changes to tracked files is refused (except
+    params.yaml and runs.yaml, which `fairdp use-profile claims` rewrites: each run's effective plan is hashed)."""
     head = _git(["rev-parse", "HEAD"], base)
-    dirty = _git(["status", "--porcelain", "--untracked-files=no"], base)
+    dirty = _git(["status", "--porcelain", "--untracked-files=no", "--", ".", ":!params.yaml", ":!runs.yaml"], base)
     if dirty and not allow_dirty:
         raise ConfigError(f"{base}: uncommitted changes to tracked files; run the campaign from a pinned worktree of "
                           "a committed revision (git worktree add ../claims-run HEAD)")
