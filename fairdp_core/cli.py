@@ -21,7 +21,6 @@
                                         reports/tuning/clip_study.{json,md}
     fairdp report NOTEBOOK              run notebooks/<NOTEBOOK>.py with papermill, render reports/<NOTEBOOK>.html
     fairdp index                        write reports/index.html (main table) and reports/metrics.json
-    fairdp paper-snapshot               keep the paper-profile Adult numbers for the index page
 """
 
 from __future__ import annotations
@@ -327,13 +326,6 @@ def _cmd_index(args: argparse.Namespace) -> int:
     return 0
 
 
-def _cmd_paper_snapshot(args: argparse.Namespace) -> int:
-    from .reporting import paper_snapshot
-
-    print(paper_snapshot(load_params(args.params), wall_s=args.wall_s))
-    return 0
-
-
 def _cmd_audit_custom(args: argparse.Namespace) -> int:
     from .custom import audit_csv
 
@@ -509,9 +501,6 @@ def main(argv: list[str] | None = None) -> int:
     tu = sub.add_parser("tune", add_help=False,
                         help="lr/epochs/clip/γ per dataset on a validation split (tuning outside ε); --help for more")
     tu.set_defaults(func=_cmd_tune)
-    ps = sub.add_parser("paper-snapshot", help="store the paper-profile Adult results for the index page")
-    ps.add_argument("--wall-s", type=float, default=None, help="measured wall time of the paper-profile run")
-    ps.set_defaults(func=_cmd_paper_snapshot)
     ac = sub.add_parser("audit-custom", help="per-group membership audit of your own CSV and model (PA-ALOOA, "
                         "LiRA, RMIA; slices; ROC)")
     ac.add_argument("--data", required=True, help="a CSV file (any delimiter)")

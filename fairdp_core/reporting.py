@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import html
 import json
-import re
 import shutil
 import subprocess
 import tempfile
@@ -33,12 +32,10 @@ __all__ = [
     "PAPER_REPORTED",
     "build_index",
     "audit_claims",
-    "claim_verdict",
     "correlation_interval",
     "main_table",
     "minimal_detectable_effect",
     "notebook_parameters",
-    "paper_snapshot",
     "pilot_summary",
     "read_notebook",
     "run_notebook",
@@ -493,9 +490,12 @@ def build_index(params: Params) -> Path:
     a verdict), the reports with what each answers, the main table grouped by dataset with the accounting of every
     row, then the details (verdicts by source, the stored paper-profile run, the power pilots, how to read); plus
     reports/main_table.csv and reports/metrics.json (DVC metrics)."""
-    df = _grid_run_table(params)  # read once: the main table, the verdicts and the findings box share it
+    from .claims_report import claims_first_screen, claims_section, write_claims_csv
+
+    df = _grid_run_table(params)  # read once: the main table and the findings box share it
     agg = main_table(params, df=df)
-    evidence = _claim_evidence(params, df)
+    evidence: list[dict] = []  # the paper's claims are decided by the claims campaign only (claims_report)
+    claims_dir, claims_profile = params.resolve("reports/paper/claims"), params.resolve("profiles/claims.yaml")
     links = "".join(f'<li><a href="{n}.html">{REPORT_TITLES[n]}</a>: {html.escape(REPORT_QUESTIONS[n])}</li>'
                     for n in NOTEBOOKS)
     design = (f"Audit: PA-ALOOA, cross-fitted estimator, {params.audit.m} audited records, 2R = {2 * params.audit.R} "
@@ -506,6 +506,7 @@ def build_index(params: Params) -> Path:
 <p class="meta">Profile <b>{params.profile}</b>, built from commit <code>{html.escape(_commit(params.base_dir))}</code>.
 {design} GPR: a group's mean per-record membership advantage (pp); Δ: max − min of the GPRs over groups (pp).
 <a href="#how-to-read">How to read these numbers</a>.</p>
+{claims_first_screen(claims_dir, claims_profile)}
 {_findings_box(params, evidence, df, agg)}
 <h2>Reports</h2><ul>{links}</ul>
 <h2>Main results</h2>
@@ -519,10 +520,7 @@ All rows with every column: <a href="main_table.csv">main_table.csv</a>.</captio
 and its rivals (DPSGD-F, DPSGD-Global-Adapt, AdaClip): {int((~agg.algorithm.isin(CORE_ALGORITHMS)).sum())} more rows,
 same columns</summary><table><caption>As the main table, for the other rules.</caption>
 {MAIN_HEAD}{_main_rows(agg[~agg.algorithm.isin(CORE_ALGORITHMS)])}</table></details>
-{_claims_section(params, evidence)}
-<details><summary>Against the paper: the stored paper-profile run</summary>{_paper_comparison(params)}</details>
-<details><summary>Power pilots ({len(list(params.resolve("reports/paper").glob("pilot*.json")))} stored)</summary>
-{_pilot_section(params)}</details>
+{claims_section(claims_dir, claims_profile)}
 <details id="how-to-read"><summary>How to read these numbers</summary>
 <p class="small">GPR is a group's mean per-record advantage (the expected held-out TPR − FPR at this R, a lower
 estimate; the paper's in-sample estimator is an upper one). Δ = max − min over groups of GPR, in percentage points
@@ -545,252 +543,13 @@ matters only where clipping binds.</p></details>
                {"accuracy": round(float(r.accuracy), 5), "delta_pp": round(float(r.delta_pp), 4)}
                for _, r in agg.iterrows()}
     _atomic_write(params.resolve("reports") / "main_table.csv", agg.to_csv(index=False, float_format="%.6g"))
+    write_claims_csv(claims_dir, params.resolve("reports") / "claims_table.csv")
     _atomic_write(params.resolve("reports") / "metrics.json", json.dumps(metrics, indent=1) + "\n")
     return out
 
 
-def _paper_comparison(params: Params) -> str:
-    path = params.resolve("reports/paper/adult_paper_profile.json")
-    if not path.is_file():
-        return ("<h2>Against the paper</h2><p>No paper-profile run is stored yet "
-                "(<code>make repro PROFILE=paper</code>, then <code>fairdp paper-snapshot</code>).</p>")
-    snap = json.loads(path.read_text())
-    # snapshots stored before the coverage-checked intervals (no "statistics" key): point estimates and the exact
-    # sign-flip p stand; their intervals (mean of per-seed bootstrap bounds; bootstrap over seeds) are not shown
-    current = snap.get("statistics") == STATISTICS_VERSION
-    rows = []
-    for r in snap["rows"]:
-        ref = PAPER_REPORTED.get((r["dataset"], r["model"], r["epsilon"]), {}).get(r["algorithm"], {})
-        eps = "no DP" if r["epsilon"] is None else f"{r['epsilon']:g}"
-        interval = f"[{_num(r['delta_lo'])}, {_num(r['delta_hi'])}]" if current else "— (not coverage-checked)"
-        rows.append(f"<tr><td>{DATASET_LABELS.get(r['dataset'], r['dataset'])}</td>"
-                    f"<td>{MODEL_LABELS.get(r['model'], r['model'])}</td><td>{eps}</td>"
-                    f"<td>{ALGORITHM_LABELS[r['algorithm']]}</td><td>{r['seeds']}</td>"
-                    f"<td>{100 * r['accuracy']:.2f}</td><td>{r['delta_pp']:.2f}</td>"
-                    f"<td>{interval}</td>"
-                    f"<td>{r.get('delta_in_sample_pp', float('nan')):.2f}</td>"
-                    f"<td>{ref.get('delta_pp', '')}</td><td>{'' if 'accuracy' not in ref else 100 * ref['accuracy']}</td></tr>")
-    findings = []
-    for c in snap.get("paired", []):
-        parts = []
-        for key, what, scale in (("delta_pp", "Δ (cross-fitted)", 1.0), ("contrast_pp", "contrast (cross-fitted)", 1.0),
-                                 ("delta_in_sample_pp", "Δ (in-sample)", 1.0), ("accuracy", "accuracy", 100.0)):
-            if key in c:
-                d = c[key]
-                ci = f" [{scale * d['lo']:+.2f}, {scale * d['hi']:+.2f}]" if current else ""
-                parts.append(f"{what} {scale * d['mean_diff']:+.2f} pp{ci}, "
-                             f"sign-flip p = {d['p_sign_flip']:.3f}"
-                             + (f" (the smallest p {d['n_seeds']} seeds allow: {d['p_min']:.3f})" if d.get("p_min") else ""))
-        ref = PAPER_REPORTED.get((c["dataset"], c["model"], c["epsilon"]), {})
-        paper = ""
-        if "delta_pp" in ref.get("dpsgd", {}) and "delta_pp" in ref.get("dpsgd_s", {}):
-            paper = (f" The paper reports Δ {ref['dpsgd']['delta_pp']:.2f} → {ref['dpsgd_s']['delta_pp']:.2f} pp "
-                     f"({ref['dpsgd_s']['delta_pp'] - ref['dpsgd']['delta_pp']:+.2f}).")
-        n = next(iter(v["n_seeds"] for v in c.values() if isinstance(v, dict) and "n_seeds" in v))
-        findings.append(f"<li>{setting_label(c['dataset'], c['model'])}, ε = {c['epsilon']:g}, DP-SGD-S minus DP-SGD over {n} paired "
-                        f"seeds{' (95% t interval over seeds)' if current else ''}: {'; '.join(parts)}.{paper}</li>")
-    stale = "" if current else (
-        "<p><b>Stored by an earlier version</b> (the commit above: m = 1000 audited records, the old preprocessing and "
-        "statistics). Its point estimates and exact sign-flip p-values are shown; its intervals were the mean of "
-        "per-seed bootstrap bounds, whose coverage failed in simulation, so they are left out. The paper's design "
-        "(m = n) is the paper profile now; a run of it replaces this table.</p>")
-    return (f"<h2>Against the paper (paper profile: {html.escape(snap['note'])})</h2>{stale}<table><caption>The stored "
-            "paper-profile run beside the paper's reported values (Δ in pp, accuracy in %)</caption><tr><th>dataset</th>"
-            "<th>model</th><th>ε</th><th>algorithm</th><th>seeds</th><th>accuracy (%)</th><th>Δ pp cross-fitted</th>"
-            "<th>95% interval</th><th>Δ pp in-sample (paper's estimator)</th>"
-            f"<th>paper Δ pp</th><th>paper accuracy (%)</th></tr>{''.join(rows)}</table>"
-            "<p>The in-sample estimator is the paper's. Under no leakage its per-record advantage is biased upward by "
-            "about 5.9 pp at R = 200, the same for every group, so the bias mostly cancels in Δ but not in the GPRs; "
-            "the cross-fitted estimator (the default here) has no such bias. The same seed shares the audit design and "
-            "the sampling streams across algorithms, so the comparison below is paired by seed.</p>"
-            f"<ul>{''.join(findings)}</ul>")
-
-
-# The paper's claims the study gives a verdict on: DP-SGD-S lowers Δ against DP-SGD at ε = 10 (and its accuracy cost)
-CLAIMS = (("adult", "lr", 10.0, "Adult, LR"), ("law_paper", "lr", 10.0, "Law (the paper's task), LR"),
-          ("mnist", "cnn", 10.0, "MNIST, CNN"))
-RULES = {"dpsgd_s": "quantile rule (the study's DP-SGD-S)", "dpsgd_s_paper": "the paper code's rule, made DP",
-         "dpsgd_s_paper_code": "the paper's code as it is (not guaranteed)"}
-
-
-def claim_verdict(d: dict | None, *, alpha: float = 0.05) -> tuple[str, float | None]:
-    """(verdict, minimal detectable effect in pp) for a paired DP-SGD-S − DP-SGD difference of Δ: "contradicted"
-    when its 95% interval lies above 0 (Δ rises where the paper reports a fall) and the exact sign-flip test
-    rejects, "reproduced (direction)" when both say it lies below 0, else "inconclusive", with the smallest effect
-    80% power would detect at these seeds (from the measured SD of the paired differences). With fewer than 6
-    seeds the sign-flip test cannot reject at ``alpha``: always inconclusive, and no power statement (None)."""
-    if not d:
-        return "not run", None
-    n = d.get("n_seeds", 0)
-    # a verdict needs the sign-flip test to be able to reject: 2/2^S < α, i.e. at least 6 seeds (above 16 seeds
-    # stats.seed_mean_interval gives no p_min: any α is attainable); with fewer a t interval over seeds rests on
-    # normality alone (one degree of freedom at 2 seeds), and no power statement is made
-    p_min = d.get("p_min", 1.0 if n < 2 else None)
-    can_reject = n >= 2 and (p_min is None or p_min < alpha)
-    p = d.get("p_holm", d.get("p_sign_flip"))  # Holm over the rules compared with one DP-SGD arm, when given
-    decidable = can_reject and p is not None and p < alpha
-    sd = d.get("sd")
-    mde = (minimal_detectable_effect(float(sd), n) if can_reject and sd is not None and np.isfinite(sd) else None)
-    if decidable and d["lo"] > 0:
-        return "contradicted", mde
-    if decidable and d["hi"] < 0:
-        return "reproduced (direction)", mde
-    return "inconclusive", mde
-
-
-def holm_over_rules(by_rule: dict[str, dict | None]) -> dict[str, dict | None]:
-    """The rules' paired differences of Δ against ONE DP-SGD arm (same source), each with ``p_holm``: its exact
-    sign-flip p Holm-adjusted over the rules that have one (three rules share the DP-SGD arm: three tests)."""
-    from .audit.stats import holm
-
-    have = [r for r, d in by_rule.items() if d and d.get("p_sign_flip") is not None]
-    adj = dict(zip(have, holm([by_rule[r]["p_sign_flip"] for r in have]))) if have else {}
-    return {r: ({**d, "p_holm": float(adj[r])} if d and r in adj else d) for r, d in by_rule.items()}
-
-
-# Pilots stored before the profile-merge fix ran Adult at lr 0.5, not the paper's 0.1: kept for the record (their
-# blocks say so), never used as the evidence of a verdict in the findings box.
-STALE_PILOT_MARK = "profile-merge bug"
-
-
-def _claim_evidence(params: Params, df: pd.DataFrame | None = None) -> list[dict]:
-    """Per paper claim × DP-SGD-S rule × source of evidence (this profile's runs, paired by seed; every stored
-    pilot): the paired DP-SGD-S − DP-SGD difference of Δ and of accuracy, with the verdict and the minimal detectable
-    effect. Sorted claim by claim."""
-    pilots = [json.loads(p.read_text()) for p in sorted(params.resolve("reports/paper").glob("pilot*.json"))]
-    df = _grid_run_table(params) if df is None else df  # read once for every rule
-    current = {rule: {(c["dataset"], c["model"], c["epsilon"]): c
-                      for c in _paired_dpsgd_s(params, rule, min_seeds=1, df=df)} for rule in RULES}
-    design = f"this run ({params.profile} profile: m = {params.audit.m}, 2R = {2 * params.audit.R})"
-    out = []
-    for ds, model, eps, label in CLAIMS:
-        ref = PAPER_REPORTED[(ds, model, eps)]
-        paper = (f"{ref['dpsgd']['delta_pp']:.2f} → {ref['dpsgd_s']['delta_pp']:.2f} pp "
-                 f"({ref['dpsgd_s']['delta_pp'] - ref['dpsgd']['delta_pp']:+.2f})")
-        paper_acc = ("" if "accuracy" not in ref["dpsgd"] else
-                     f"{100 * ref['dpsgd']['accuracy']:.2f} → {100 * ref['dpsgd_s']['accuracy']:.2f}% "
-                     f"({100 * (ref['dpsgd_s']['accuracy'] - ref['dpsgd']['accuracy']):+.2f} pp)")
-        evidence = [(design, False, rule, current[rule].get((ds, model, eps))) for rule in RULES]
-        for p in pilots:
-            cfg = p["configs"].get(f"{ds}-{model}-e{eps:g}")
-            if cfg:
-                # the design line without its commit and notes (in parentheses); the full line is in the pilot's block
-                short = re.sub(r" \([^()]*\)", "", p["design"]).split(", commit")[0]
-                for rule in RULES:
-                    res = cfg.get("paired_rules", {}).get(rule) or (cfg.get("paired") if rule == "dpsgd_s" else None)
-                    evidence.append((f"pilot: {short}", STALE_PILOT_MARK in p["design"], rule,
-                                     {**res, "dataset": ds} if res else None))
-        adjusted = {}
-        for source in dict.fromkeys(e[0] for e in evidence):
-            adjusted.update({(source, r): d for r, d in holm_over_rules(
-                {rule: (c or {}).get("delta_pp") for src, _, rule, c in evidence if src == source}).items()})
-        for source, stale, rule, c in evidence:
-            d = adjusted.get((source, rule))
-            if d is None:
-                continue
-            verdict, mde = claim_verdict(d)
-            acc = (c or {}).get("accuracy")
-            out.append({"claim": label, "key": (ds, model, eps), "paper": paper, "paper_accuracy": paper_acc,
-                        "rule": rule, "source": source, "stale": stale, "delta": d, "accuracy": acc,
-                        "verdict": verdict, "mde": mde, "n": d["n_seeds"], "lr": (c or {}).get("lr") or {},
-                        "effect": ref["dpsgd_s"]["delta_pp"] - ref["dpsgd"]["delta_pp"]})
-    return out
-
-
-def _diff_text(d: dict, scale: float = 1.0, unit: str = "") -> str:
-    n = d["n_seeds"]
-    if n == 1 or d.get("lo") is None:
-        return f"{scale * d['mean_diff']:+.2f}{unit} (one seed: no interval)"
-    return f"{scale * d['mean_diff']:+.2f}{unit} [{scale * d['lo']:+.2f}, {scale * d['hi']:+.2f}]"
-
-
-def _claims_section(params: Params, evidence: list[dict] | None = None) -> str:
-    """The verdicts table: one row per paper claim × DP-SGD-S rule × source of evidence."""
-    evidence = _claim_evidence(params) if evidence is None else evidence
-    rows = []
-    for e in evidence:
-        d, n, mde = e["delta"], e["n"], e["mde"]
-        diff = _diff_text(d) + ("" if n == 1 or d.get("p_sign_flip") is None else f", p = {d['p_sign_flip']:.3f}")
-        acc_s = "—" if not e["accuracy"] else f"{100 * e['accuracy']['mean_diff']:+.2f}"
-        mde_s = (f"; detectable at 80% power: ±{mde:.2f} pp" if mde is not None else
-                 f"; {n} seed{'s' if n > 1 else ''}: the sign-flip test needs at least 6 to reject")
-        rows.append(f"<tr><td>{e['claim']}</td><td>{e['paper']}</td><td>{html.escape(RULES[e['rule']])}</td>"
-                    f"<td class='small'>{html.escape(e['source'])}</td><td>{n}</td><td>{diff}</td>"
-                    f"<td>{acc_s}</td><td><b>{e['verdict']}</b>{mde_s}</td></tr>")
-    if not rows:
-        return ""
-    return ("<h2 id='verdicts'>The paper's claims: verdicts</h2><p>Claim: at ε = 10, DP-SGD-S lowers the group "
-            "disparity Δ against DP-SGD, at a small accuracy cost. Each row pairs a DP-SGD-S rule with DP-SGD over the "
-            "same seeds (same audit designs and sampling streams): the mean difference of the cross-fitted Δ in pp "
-            "with its 95% t interval over seeds and the exact sign-flip p. The three rules are compared with the same "
-            "DP-SGD arm, so a source's three p-values are Holm-adjusted before any verdict. <b>Contradicted</b>: "
-            "the interval lies above 0 and the Holm-adjusted sign-flip test rejects; <b>reproduced (direction)</b>: "
-            "both below 0; "
-            "<b>inconclusive</b>: otherwise, and always with fewer than 6 seeds (the sign-flip test cannot go below "
-            "2/2^S); with 6 or more, the smallest effect these seeds would detect with 80% power. The pilot rows at "
-            "lr 0.5 ran at the wrong lr (a profile-merge bug, see the pilot blocks below) and are kept for the "
-            "record; the paper profile runs MNIST with the MLP, so the MNIST-CNN claim rests on its pilot "
-            "(profiles/pilot_mnist_cnn.yaml: the default profile's audit, 8 seeds). "
-            "The paper's effects are −0.10 (Adult), −0.18 (Law) and −0.63 pp (MNIST-CNN).</p>"
-            "<table><caption>DP-SGD-S − DP-SGD at ε = 10: Δ (cross-fitted, pp) and accuracy (pp), by rule and "
-            "source</caption><tr><th>claim</th><th>paper</th><th>DP-SGD-S rule</th><th>evidence</th><th>seeds</th>"
-            "<th>Δ difference pp [95% CI]</th><th>accuracy difference pp</th><th>verdict</th></tr>"
-            f"{''.join(rows)}</table>")
-
-
-def _best_evidence(evidence: list[dict]) -> dict[tuple, dict]:
-    """Per (claim, rule): the evidence with the most seeds (this run wins ties; stale pilots never count)."""
-    best: dict[tuple, dict] = {}
-    for e in evidence:
-        if e["stale"]:
-            continue
-        k = (e["claim"], e["rule"])
-        if k not in best or e["n"] > best[k]["n"]:
-            best[k] = e
-    return best
-
-
-def _accuracy_verdict(a: dict | None, alpha: float = 0.05) -> str:
-    if not a:
-        return "not run"
-    n = a["n_seeds"]
-    verdict, mde = claim_verdict(a, alpha=alpha)
-    if mde is None:
-        return f"<b>not testable</b> ({n} seed{'s' if n > 1 else ''}: the sign-flip test needs at least 6)"
-    if verdict == "contradicted":
-        return "<b>higher accuracy</b>"
-    if verdict.startswith("reproduced"):
-        return "<b>lower accuracy</b> (a cost)"
-    return f"<b>no detectable difference</b> (detectable: ±{100 * mde:.2f} pp)"
-
-
-def _short_source(e: dict) -> str:
-    """"this run" or "pilot, m = all, 2R = 100, lr 0.1": the design of an evidence source in a few words."""
-    if e["source"].startswith("this run"):
-        return "this run"
-    src = e["source"].removeprefix("pilot: ")
-    parts = [p for p in (re.search(r"m = \S+", src), re.search(r"2R = \d+", src), re.search(r"lr [\d./]+", src))
-             if p]
-    return "pilot, " + ", ".join(p.group(0).rstrip(",") for p in parts)
-
-
-def _direction(e: dict) -> str:
-    """The verdict of one rule's evidence in words, with the direction and size of the change."""
-    d, n = e["delta"], e["n"]
-    size = _diff_text(d, unit=" pp") + f" ({n} seed{'s' if n > 1 else ''}, {_short_source(e)})"
-    if e["verdict"] == "contradicted":
-        return f"it <b>raised</b> Δ by {size}: <b>contradicted</b>"
-    if e["verdict"].startswith("reproduced"):
-        return f"it <b>lowered</b> Δ by {size}: <b>reproduced in direction</b>"
-    if e["mde"] is None:
-        return f"{size}: <b>inconclusive</b> (too few seeds to test)"
-    fits = d.get("lo") is not None and d["lo"] <= e["effect"] <= d["hi"]
-    if d.get("lo") is not None and (d["lo"] > 0 or d["hi"] < 0) and "p_holm" in d:  # the interval alone excludes 0
-        return (f"{size}, but the sign-flip p is {d['p_holm']:.3f} once Holm-adjusted over the three rules that share "
-                "the DP-SGD arm: <b>inconclusive</b>")
-    return (f"no change detected, {size}: <b>inconclusive</b>"
-            + (f"; the interval holds the paper's {e['effect']:+.2f} pp: consistent with it, not a confirmation"
-               if fits else ""))
+# The DP-SGD-S rules a pilot compares with DP-SGD (pilot_summary)
+RULES = ("dpsgd_s", "dpsgd_s_paper", "dpsgd_s_paper_code")
 
 
 def _outcome_line(params: Params) -> str:
@@ -822,51 +581,8 @@ def _outcome_line(params: Params) -> str:
 
 
 def _findings_box(params: Params, evidence: list[dict], df: pd.DataFrame, agg: pd.DataFrame) -> str:
-    """The first screen of the index: the answer in words (direction and size), then per paper claim the paper's
-    value, this study's best evidence (estimate, CI, seeds, source) and a verdict with its minimal detectable effect;
-    this run's own null result; the audit claims; the largest outcome-fairness effect."""
-    best = _best_evidence(evidence)
-    rules = list(RULES)
-    head = "".join(f"<th>{html.escape(RULES[r])}</th>" for r in rules)
-    delta_rows, acc_rows, words = [], [], []
-    for ds, model, eps, label in CLAIMS:
-        cells, acc_cells, ran = [], [], {}
-        paper = next((e["paper"] for e in evidence if e["claim"] == label), None)
-        paper_acc = next((e["paper_accuracy"] for e in evidence if e["claim"] == label), "")
-        if paper is None:
-            ref = PAPER_REPORTED[(ds, model, eps)]
-            paper = f"{ref['dpsgd']['delta_pp']:.2f} → {ref['dpsgd_s']['delta_pp']:.2f} pp"
-        for r in rules:
-            e = best.get((label, r))
-            if e is None:
-                cells.append("<td>not run</td>")
-                acc_cells.append("<td>not run</td>")
-                continue
-            mde = ("" if e["mde"] is None else f"; detectable ±{e['mde']:.2f} pp")
-            seeds = f"{e['n']} seed{'s' if e['n'] > 1 else ''} ({_short_source(e)})"
-            lrs = e["lr"]
-            lr_note = ("" if len(set(lrs.values())) < 2 else
-                       "; trained at different lr: " + ", ".join(f"{ALGORITHM_LABELS.get(a, a)} {v:g}"
-                                                                for a, v in lrs.items()))
-            cells.append(f"<td>{_diff_text(e['delta'], unit=' pp')}, {seeds}: <b>{e['verdict']}</b>{mde}{lr_note}</td>")
-            acc_cells.append("<td>—</td>" if not e["accuracy"] else
-                             f"<td>{_diff_text(e['accuracy'], 100, ' pp')}, {seeds}: "
-                             f"{_accuracy_verdict(e['accuracy'], params.audit.alpha)}</td>")
-            ran[r] = e
-        delta_rows.append(f"<tr><td>{label}</td><td>{paper}</td>{''.join(cells)}</tr>")
-        acc_rows.append(f"<tr><td>{label}</td><td>{paper_acc or '—'}</td>{''.join(acc_cells)}</tr>")
-        if not ran:
-            words.append(f"<li>{label}: not run in this profile.</li>")
-            continue
-        parts = [f"{RULES[r].split(' (')[0]}: {_direction(e)}" for r, e in ran.items()]
-        missing = [RULES[r].split(" (")[0] for r in rules if r not in ran]
-        stale = [e for e in evidence if e["claim"] == label and e["stale"] and e["rule"] == "dpsgd_s"]
-        if stale:
-            parts.append("the earlier pilots at lr 0.5 agree in sign ("
-                         + ", ".join(f"{e['delta']['mean_diff']:+.2f} pp over {e['n']} seeds" for e in stale) + ")")
-        effect = next(iter(ran.values()))["effect"]
-        words.append(f"<li>{label} (paper: {effect:+.2f} pp): " + "; ".join(parts)
-                     + (f"; not run: {', '.join(missing)}" if missing else "") + ".</li>")
+    """What this profile's own runs say (the paper's claims are decided by the claims campaign, above it): can its
+    audit tell any group's risk apart; the audit claims; the largest outcome-fairness effect."""
     # this run's own answer: can its audit tell any group's risk apart?
     dp = agg[agg.algorithm != "sgd"] if len(agg) else agg
     n_excl = int((dp["delta_lo"] > 0).sum()) if len(dp) else 0
@@ -874,8 +590,8 @@ def _findings_box(params: Params, evidence: list[dict], df: pd.DataFrame, agg: p
     null_line = (f"<p><b>This run</b> ({params.profile} profile, m = {params.audit.m}, 2R = {2 * params.audit.R}): "
                  f"Δ's 95% interval excludes 0 in <b>{n_excl} of {len(dp)}</b> DP configurations, and {n_below} of "
                  f"them have a Δ below its null floor (the Δ that permuted group labels give): "
-                 + ("<b>no group disparity is detectable at this scale</b>; the verdicts above rest on the pilots' "
-                    "larger designs where they say so." if n_excl == 0 else
+                 + ("<b>no group disparity is detectable at this scale</b>; the verdicts above rest on the claims "
+                    "campaign's larger design." if n_excl == 0 else
                     "group disparities are detectable in those configurations (main table).") + "</p>")
     audit = audit_claims(params, df)
     audit_rows = []
@@ -916,103 +632,13 @@ def _findings_box(params: Params, evidence: list[dict], df: pd.DataFrame, agg: p
             f"thresholds on the audited pairs too; its level under no leakage is not measured here</td>"
             f"<td>{verdict}</td></tr>")
     return (
-        "<div class='findings'><h2>Findings</h2>"
-        "<p><b>Does DP-SGD-S lower the group disparity Δ at ε = 10, as the paper reports?</b> DP-SGD-S − DP-SGD, "
-        "paired by seed, for three versions of DP-SGD-S: the study's quantile rule, the paper code's rule made DP, "
-        "and the paper's code as released (not DP-guaranteed):</p>"
-        f"<ul>{''.join(words)}</ul>{null_line}{_outcome_line(params)}"
-        f"<table><caption>Δ(DP-SGD-S) − Δ(DP-SGD) at ε = 10 (cross-fitted, pp; mean over paired seeds, 95% t "
-        f"interval), per DP-SGD-S rule the evidence with the most seeds at the paper's training settings (the "
-        f"lr-0.5 pilots are listed under <a href='#verdicts'>every source</a>); a verdict needs ≥ 6 seeds and the "
-        f"exact sign-flip test, its p Holm-adjusted over the three rules that share the DP-SGD arm</caption><tr><th>"
-        f"claim</th><th>paper</th>{head}</tr>{''.join(delta_rows)}</table>"
-        f"<table><caption>Its accuracy cost: accuracy(DP-SGD-S) − accuracy(DP-SGD) in pp on the same evidence"
-        f"</caption><tr><th>claim</th><th>paper</th>{head}</tr>{''.join(acc_rows)}</table>"
+        f"<div class='findings'><h2>This profile's own runs</h2>{null_line}{_outcome_line(params)}"
         + ("" if not audit_rows else
            "<table><caption>The paper's audit claims (PA-LOOA: the Fisher-z interval of r with a jackknife SE, the "
            "t interval of the mean difference over targets; GPR levels: mean over this grid's DP runs with the t "
            "interval over runs)</caption><tr><th>claim</th><th>paper</th><th>this study</th><th>verdict</th></tr>"
            f"{''.join(audit_rows)}</table>")
         + "</div>")
-
-
-def _pilot_section(params: Params) -> str:
-    """The power pilots (reports/paper/pilot*.json, when stored): between-seed SDs, the paired DP-SGD-S − DP-SGD
-    difference with its minimal detectable effect and a verdict, and the seeds each paper effect needs for 80%
-    power."""
-    return "".join(_pilot_block(json.loads(p.read_text()))
-                   for p in sorted(params.resolve("reports/paper").glob("pilot*.json")))
-
-
-def _cfg_label(cfg: str) -> str:
-    """"adult-lr-e10" -> "Adult · LR, ε = 10"."""
-    ds, model, eps = cfg.split("-", 2)
-    return f"{setting_label(ds, model)}, ε = {eps.removeprefix('e')}"
-
-
-def _pilot_block(pilot: dict) -> str:
-    items = []
-    for key, c in pilot["configs"].items():
-        cfg = _cfg_label(key)
-        ds, model, eps = key.split("-", 2)
-        ref = PAPER_REPORTED.get((ds, model, float(eps.removeprefix("e"))))
-        for key, what in (("delta_pp", "Δ cross-fitted"), ("contrast_pp", "contrast of the two groups"),
-                          ("delta_in_sample_pp", "Δ in-sample (the paper's estimator)")):
-            d = c["paired"].get(key)
-            if not d or d.get("mean_diff") is None or not np.isfinite(d["mean_diff"]):
-                continue
-            sds = ", ".join(f"{ALGORITHM_LABELS.get(a, a)} {v:.2f}" for a, v in c["sd"][key].items())
-            items.append(f"<li>{cfg}, {what}: SD over seeds {sds} pp; DP-SGD-S − DP-SGD {d['mean_diff']:+.2f} pp "
-                         f"[{d['lo']:+.2f}, {d['hi']:+.2f}] over {d['n_seeds']} paired seeds (SD {d['sd']:.2f}; exact "
-                         f"sign-flip p = {d['p_sign_flip']:.3f}, smallest possible {d['p_min']:.4f}); minimal detectable "
-                         f"effect (80% power, α = 0.05) {d['mde_80']:.2f} pp.</li>")
-        d = holm_over_rules({r: x.get("delta_pp") for r, x in c.get("paired_rules", {}).items()}).get("dpsgd_s") \
-            or c["paired"].get("delta_pp")
-        if d:
-            verdict, mde = claim_verdict(d)
-            paper = ("" if not ref else f" (the paper: {ref['dpsgd']['delta_pp']:.2f} → "
-                     f"{ref['dpsgd_s']['delta_pp']:.2f} pp, {ref['dpsgd_s']['delta_pp'] - ref['dpsgd']['delta_pp']:+.2f})")
-            text = {"contradicted": f"<b>contradicted</b>: DP-SGD-S raised Δ by {d['mean_diff']:+.2f} pp "
-                                    f"[{d['lo']:+.2f}, {d['hi']:+.2f}] where the paper reports a reduction{paper}",
-                    "reproduced (direction)": f"<b>reproduced in direction</b>: DP-SGD-S lowered Δ by "
-                                              f"{d['mean_diff']:+.2f} pp [{d['lo']:+.2f}, {d['hi']:+.2f}]{paper}"}.get(
-                verdict, f"<b>inconclusive</b>: {d['mean_diff']:+.2f} pp [{d['lo']:+.2f}, {d['hi']:+.2f}] holds 0 or "
-                         f"the sign-flip test does not reject (p = {d['p_sign_flip']:.3f}"
-                         + (f", Holm-adjusted over the rules {d['p_holm']:.3f}" if "p_holm" in d else "") + f"){paper}"
-                         + (f"; the minimal detectable effect with these seeds is {mde:.2f} pp" if mde else ""))
-            items.insert(0, f"<li>Verdict on the paper's claim for {cfg} (at this pilot's design, not 2R = 400): "
-                            f"{text}.</li>")
-        for rule, res in c.get("paired_rules", {}).items():
-            if rule == "dpsgd_s":
-                continue
-            parts = [f"{what} {res[key]['mean_diff']:+.2f} [{res[key]['lo']:+.2f}, {res[key]['hi']:+.2f}] "
-                     f"(p = {res[key]['p_sign_flip']:.3f})" for key, what in
-                     (("delta_pp", "Δ cross-fitted"), ("contrast_pp", "contrast"), ("delta_in_sample_pp",
-                                                                                   "Δ in-sample"))
-                     if key in res and res[key].get("mean_diff") is not None and np.isfinite(res[key]["mean_diff"])]
-            d = res.get("delta_pp")
-            direction = ("" if not d else " It lowers Δ, the paper's direction." if d["hi"] < 0 else
-                         " It raises Δ, against the paper." if d["lo"] > 0 else " Its Δ change is not distinguishable from 0.")
-            acc = res.get("accuracy")
-            acc_s = "" if not acc else f"; accuracy {100 * acc['mean_diff']:+.2f} pp"
-            items.append(f"<li>{cfg}, {ALGORITHM_LABELS.get(rule, rule)} − DP-SGD over {d['n_seeds'] if d else '?'} "
-                         f"paired seeds, pp [95% CI]: {'; '.join(parts)}{acc_s}.{direction}</li>")
-        clipped = {a: v for a, v in (c.get("clipped_fraction") or {}).items() if v}
-        if clipped:
-            items.append("<li>Share of per-sample gradients clipped during training, per group: " + "; ".join(
-                f"{ALGORITHM_LABELS.get(a, a)} " + ", ".join(f"{g} {100 * x:.0f}%" for g, x in v.items())
-                for a, v in clipped.items()) + " (a diagnostic outside ε; a group bound matters only where "
-                "clipping binds).</li>")
-        own = f"{'law' if ds == 'law_paper' else ds}-{model}"
-        need = "; ".join(f"{k} ({v['effect_pp']:+.2f} pp): {v['cross_fit'] or '> 10,000'} seeds cross-fitted, "
-                         f"{v['in_sample'] or '> 10,000'} in-sample" for k, v in c["seeds_for_80_power"].items()
-                         if k == own)
-        if need:
-            items.append(f"<li>Seeds for 80% power at the paper's effect, from this SD of the paired difference: "
-                         f"{need}.</li>")
-    short = re.sub(r" \([^()]*\)", "", pilot["design"]).split(", commit")[0]
-    return (f"<h3>Power pilot: {html.escape(short)}</h3><p class='small'>{html.escape(pilot['design'])}</p>"
-            f"<ul>{''.join(items)}</ul>")
 
 
 def pilot_summary(params: Params, name: str = "pilot", effective: dict[str, dict] | None = None) -> Path:
@@ -1063,29 +689,6 @@ def pilot_summary(params: Params, name: str = "pilot", effective: dict[str, dict
     path = params.resolve("reports/paper") / f"{name}.json"
     _atomic_write(path, json.dumps(out, indent=1, default=float) + "\n")
     return path
-
-
-def paper_snapshot(params: Params, *, wall_s: float | None = None) -> Path:
-    """Store the paper-profile Adult results (mean over seeds) in reports/paper/ for the index page."""
-    if params.profile != "paper":
-        raise ConfigError(f"params.yaml is the {params.profile!r} profile; run `make repro PROFILE=paper` first")
-    agg = main_table(params)
-    ins = main_table(params, attack="alooa_in_sample").set_index(["dataset", "model", "epsilon", "algorithm"])
-    rows = []
-    for _, r in agg.iterrows():
-        rows.append({"dataset": r.dataset, "model": r.model, "algorithm": r.algorithm,
-                     "epsilon": None if pd.isna(r.epsilon) else float(r.epsilon), "seeds": int(r.seeds),
-                     "accuracy": float(r.accuracy), "delta_pp": float(r.delta_pp),
-                     "delta_lo": float(r.delta_lo), "delta_hi": float(r.delta_hi),
-                     "delta_in_sample_pp": float(ins.loc[(r.dataset, r.model, r.epsilon, r.algorithm), "delta_pp"]),
-                     "eps_spent": None if not np.isfinite(r.eps_spent) else float(r.eps_spent)})
-    note = (f"2R = {2 * params.audit.R}, {params.train.epochs:g} epochs, batch {params.train.batch_size}, "
-            f"lr {params.train.lr:g}, m = {params.audit.m}, commit {_commit(params.base_dir)}"
-            + (f", wall time {wall_s / 60:.1f} min" if wall_s else ""))
-    out = params.resolve("reports/paper") / "adult_paper_profile.json"
-    _atomic_write(out, json.dumps({"note": note, "statistics": STATISTICS_VERSION, "rows": rows,
-                                   "paired": _paired_dpsgd_s(params)}, indent=1))
-    return out
 
 
 def _paired_dpsgd_s(params: Params, rule: str = "dpsgd_s", *, min_seeds: int = 2,

@@ -16,7 +16,7 @@ import pytest
 from fairdp_core.cli import main as cli_main
 from fairdp_core.cli import use_profile, write_generated
 from fairdp_core.config import ConfigError, GridEntry, expand_runs, load_params
-from fairdp_core.reporting import NOTEBOOKS, build_index, notebook_parameters, paper_snapshot, run_notebook
+from fairdp_core.reporting import NOTEBOOKS, notebook_parameters, run_notebook
 
 from .conftest import ROOT
 
@@ -309,95 +309,6 @@ def test_params_typo_in_audit_command_names_key(project, monkeypatch, capsys):
 
 
 
-def test_paper_snapshot_and_index_comparison(project):
-    """Hand-chosen summaries for the paper profile's Adult grid at 5 seeds (25 runs): the snapshot holds the seed
-    means and the paired DP-SGD-S − DP-SGD comparison (hand-computed: every seed's difference is −0.5 pp, so the
-    exact sign-flip p over 5 seeds is 2/32), and the index shows them beside the paper's reported 0.27 → 0.17."""
-    from fairdp_core.cli import set_params
-
-    use_profile("paper", project / "params.yaml", project / "profiles")
-    set_params(project / "params.yaml", ["grid=[{dataset: adult, model: lr, algorithms: [sgd, dpsgd, dpsgd_s], "
-                                         "epsilons: [1, 10], seeds: 5}]"])
-    params = load_params(project / "params.yaml")
-    assert len(params.runs) == 25 and params.profile == "paper"
-    with pytest.raises(ConfigError, match="paper"):
-        paper_snapshot(load_params(ROOT / "params.yaml"))
-    base = {"sgd": 5.0, "dpsgd": 1.0, "dpsgd_s": 0.5}
-    for name, run in params.runs.items():
-        d = base[run.algorithm] + 0.1 * run.seed
-        attack = {"delta_pp": d, "delta_lo": d - 1, "delta_hi": d + 1, "null_floor_pp": 0.3, "p_delta_gt_0": 0.5}
-        summary = {
-            "accuracy": {"mean": 0.80 + 0.01 * run.seed - (0.005 if run.algorithm == "dpsgd_s" else 0.0)},
-            "attacks": {"alooa_cross_fit": attack, "alooa_in_sample": {**attack, "delta_pp": d + 6}},
-            "accounting": {"sigma_g": 1.0, "sigma_b": 12.8 if run.algorithm == "dpsgd_s" else None, "sigma_eff": 1.0,
-                           "sample_rate": 0.0085, "steps": 2317, "delta": 1e-5, "accountant": "rdp",
-                           "epsilon": float("inf") if run.algorithm == "sgd" else run.epsilon - 0.01,
-                           "guaranteed": True},
-            "n_models": 400, "m": 1000, "timings": {"train_s": 1.0}}
-        out = project / "results" / "audit" / name
-        out.mkdir(parents=True)
-        (out / "summary.json").write_text(json.dumps(summary))
-    snap = json.loads(paper_snapshot(params, wall_s=600).read_text())
-    assert "2R = 400" in snap["note"] and "wall time 10.0 min" in snap["note"]
-    rows = {(r["algorithm"], r["epsilon"]): r for r in snap["rows"]}
-    assert set(rows) == {("sgd", None), ("dpsgd", 1.0), ("dpsgd", 10.0), ("dpsgd_s", 1.0), ("dpsgd_s", 10.0)}
-    r = rows["dpsgd", 10.0]
-    assert r["seeds"] == 5 and r["delta_pp"] == pytest.approx(1.2) and r["delta_in_sample_pp"] == pytest.approx(7.2)
-    assert r["accuracy"] == pytest.approx(0.82)
-    # five seeds: the t interval of the mean over seeds (Δ = 1.0 … 1.4, SD 0.1581, t(0.975, 4) = 2.7764), not the
-    # mean of the banks' bounds (0.2 … 2.2)
-    assert r["delta_lo"] == pytest.approx(1.2 - 2.7764 * 0.15811 / 5 ** 0.5, rel=1e-4)
-    assert r["delta_hi"] == pytest.approx(1.2 + 2.7764 * 0.15811 / 5 ** 0.5, rel=1e-4)
-    paired = {c["epsilon"]: c for c in snap["paired"]}
-    assert set(paired) == {1.0, 10.0}
-    for key, diff in (("delta_pp", -0.5), ("delta_in_sample_pp", -0.5), ("accuracy", -0.005)):
-        c = paired[10.0][key]
-        assert c["mean_diff"] == pytest.approx(diff) and c["lo"] == pytest.approx(diff) and c["hi"] == pytest.approx(diff)
-        assert c["p_sign_flip"] == pytest.approx(2 / 32) and c["n_seeds"] == 5
-    page = build_index(params).read_text()
-    assert "The paper reports Δ 0.27 → 0.17 pp (-0.10)" in page
-    assert "Δ (cross-fitted) -0.50 pp [-0.50, -0.50], sign-flip p = 0.062" in page
-    assert "accuracy -0.50 pp" in page and "<td>Adult</td><td>LR</td><td>no DP</td>" in page
-    # the verdicts table: every seed lowers Δ by 0.5 pp, but 5 seeds cannot make the exact test reject (smallest p
-    # 2/32 = 0.0625), so the row stays inconclusive although its t interval excludes 0
-    rows = page.split("The paper's claims: verdicts")[1].split("</table>")[0].split("<tr>")
-    adult = [r for r in rows if r.startswith("<td>Adult, LR") and "quantile rule" in r]
-    assert len(adult) == 1 and "-0.50 [-0.50, -0.50], p = 0.062" in adult[0]
-    assert "<b>inconclusive</b>" in adult[0] and "reproduced" not in adult[0]
-    # the first screen: the findings box (paper value, estimate with CI and seeds, verdict) before the main table,
-    # which is grouped by dataset and states the accounting of every DP row (integers without decimals)
-    assert page.index("<h2>Findings</h2>") < page.index("<h2>Main results</h2>") < page.index("verdicts</h2>")
-    box = page.split("<h2>Findings</h2>")[1].split("</div>")[0]
-    adult_box = next(r for r in box.split("<tr>") if r.startswith("<td>Adult, LR"))
-    assert "0.27 → 0.17 pp (-0.10)" in adult_box and "-0.50 pp [-0.50, -0.50], 5 seeds (this run)" in adult_box
-    assert "<b>inconclusive</b>" in adult_box and "Law (the paper's task), LR</td><td>0.59 → 0.41" in box
-    assert "<tr class='ds'><th colspan='12'>Adult</th></tr>" in page
-    assert "T = 2,317, Poisson sampling, RDP accountant, δ = 1e-05, ε spent = 9.990" in page
-    assert "2317.0" not in page and ">nan<" not in page
-
-
-def test_claim_verdicts_by_hand():
-    """The verdict rules on hand-made paired differences: interval above 0 (and the sign-flip test rejecting)
-    contradicts the paper's fall, below 0 reproduces its direction, too few seeds or across 0 is inconclusive with the MDE from the measured SD ((t(0.975, 7) + t(0.8, 7))
-    · 0.13 / √8 = (2.3646 + 0.8960) · 0.04596 = 0.1499 pp); below 6 seeds no MDE; no evidence is "not run"."""
-    from fairdp_core.reporting import claim_verdict
-
-    exact = {"p_sign_flip": 0.0078, "p_min": 0.0078}
-    assert claim_verdict({"n_seeds": 8, "sd": 0.13, "lo": 0.1, "hi": 0.3, **exact})[0] == "contradicted"
-    assert claim_verdict({"n_seeds": 8, "sd": 0.13, "lo": -0.3, "hi": -0.1, **exact})[0] == "reproduced (direction)"
-    # two seeds: a t interval may exclude 0, but the exact test cannot reject (p ≥ 0.5): no verdict
-    assert claim_verdict({"n_seeds": 2, "sd": 0.05, "lo": 0.8, "hi": 1.2, "p_sign_flip": 0.5, "p_min": 0.5}
-                         )[0] == "inconclusive"
-    verdict, mde = claim_verdict({"n_seeds": 8, "sd": 0.13, "lo": -0.1, "hi": 0.1, "p_sign_flip": 0.9, "p_min": 0.0078})
-    assert verdict == "inconclusive" and mde == pytest.approx(0.1499, abs=2e-4)
-    # above 16 seeds there is no p_min (any α attainable): a verdict still needs p < α
-    assert claim_verdict({"n_seeds": 20, "sd": 0.1, "lo": 0.1, "hi": 0.2, "p_sign_flip": 0.001, "p_min": None}
-                         )[0] == "contradicted"
-    assert claim_verdict({"n_seeds": 1, "mean_diff": -0.4}) == ("inconclusive", None)
-    # fewer than 6 seeds: no power statement either (the verdict rule cannot reject at all)
-    assert claim_verdict({"n_seeds": 5, "sd": 0.1, "lo": -0.3, "hi": -0.1, "p_sign_flip": 0.0625, "p_min": 0.0625}
-                         ) == ("inconclusive", None)
-    assert claim_verdict(None) == ("not run", None)
 
 
 def test_train_and_attack_rerun_byte_identical(law_smoke):

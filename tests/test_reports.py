@@ -160,30 +160,3 @@ def test_agreement_intervals_hold_their_coverage(scale):
         assert hit_nt / N < 0.93, hit_nt / N
 
 
-def test_pilot_blocks_give_each_pilot_its_own_verdict_and_paper_values():
-    """The stored power pilots (reports/paper/pilot*.json) render one block each, with the paper's values for the
-    pilot's own dataset (Law: 0.59 → 0.41 pp), the verdict rule of the claims table (claim_verdict: the t interval
-    and the sign-flip test must agree, its p Holm-adjusted over the three rules that share one DP-SGD arm) and no SD
-    borrowed from another dataset. Hand check for Law (8 seeds): quantile rule − DP-SGD = +0.18 pp [+0.01, +0.35],
-    sign-flip p = 0.047 alone (contradicted), but the three rules' p are 0.047, 0.164 and 0.016, so Holm gives
-    2 × 0.047 = 0.094 for it (inconclusive) and 3 × 0.016 = 0.047 for the paper's code (reproduced, direction)."""
-    from fairdp_core.reporting import _pilot_block, claim_verdict, holm_over_rules
-
-    root = Path(__file__).resolve().parents[1] / "reports" / "paper"
-    law = json.loads((root / "pilot_law.json").read_text())
-    cfg = law["configs"]["law_paper-lr-e10"]
-    d = cfg["paired"]["delta_pp"]
-    assert d["n_seeds"] == 8 and d["lo"] > 0 and d["p_sign_flip"] < 0.05
-    assert claim_verdict(d)[0] == "contradicted"  # one test alone
-    adj = holm_over_rules({r: x["delta_pp"] for r, x in cfg["paired_rules"].items()})
-    assert adj["dpsgd_s"]["p_holm"] == pytest.approx(2 * d["p_sign_flip"])
-    assert claim_verdict(adj["dpsgd_s"])[0] == "inconclusive"
-    assert claim_verdict(adj["dpsgd_s_paper_code"])[0] == "reproduced (direction)"
-    block = _pilot_block(law)
-    assert "Law (paper's task) · LR, ε = 10" in block and "0.59 → 0.41" in block and "<b>inconclusive</b>" in block
-    assert "Holm-adjusted over the rules 0.094" in block
-    assert "Male − Female" not in block and "Only Adult was piloted" not in block
-    # the seeds line names the pilot's own effect only (Law's −0.18 pp), not Adult's or MNIST's
-    assert "law-lr (-0.18 pp)" in block and "adult-lr (" not in block
-    adult = _pilot_block(json.loads((root / "pilot.json").read_text()))
-    assert "0.27 → 0.17" in adult and "law-lr (" not in adult

@@ -1,0 +1,249 @@
+"""The claims campaign on the index page: the answer, one sentence per rule, the paper's three quoted claims, and
+the paper's Tables 4-6 side by side (HTML), all from ``reports/paper/claims/`` (:mod:`fairdp_core.audit.verdicts`).
+Rendering only: every number comes from :func:`~fairdp_core.audit.verdicts.claims_table`."""
+
+from __future__ import annotations
+
+import html
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import yaml
+from scipy import stats
+
+from .audit.verdicts import (
+    LIKE_FOR_LIKE_PP,
+    MIN_SEEDS,
+    PAPER_QUOTED,
+    claims_table,
+    load_summaries,
+    rule_sentences,
+)
+from .results import DATASET_LABELS, MODEL_LABELS
+
+__all__ = ["RULE_NAMES", "claims_first_screen", "claims_section", "expected_cells", "write_claims_csv"]
+
+RULE_NAMES = {
+    "dpsgd_s_paper": "The paper's rule made DP (dpsgd_s_paper, the arm that decides the paper's claim)",
+    "dpsgd_s": "The study's quantile reading of the paper's text (dpsgd_s)",
+    "dpsgd_s_paper_code": "The paper's code as released (dpsgd_s_paper_code, not DP)",
+}
+SHORT = {"dpsgd_s_paper": "paper's rule, made DP", "dpsgd_s": "quantile reading", "dpsgd_s_paper_code":
+         "released code (not DP)"}
+DESIGN = ("the paper's design: every training record audited (m = n), each model on a stratified half, 2R = 400 "
+          "models per configuration, batch 256, lr 0.1, the paper's per-dataset clip bound and epochs; Poisson "
+          "sampling, RDP accountant, δ = 1e-5")
+
+
+def _label(ds: str, model: str) -> str:
+    return f"{DATASET_LABELS.get(ds, ds)} · {MODEL_LABELS.get(model, model)}"
+
+
+def expected_cells(profile: str | Path) -> list[tuple[str, str, float]]:
+    """The DP cells of the claims profile's grid (dataset, model, ε), in grid order."""
+    out = []
+    for g in yaml.safe_load(Path(profile).read_text())["grid"]:
+        if set(g["algorithms"]) - {"sgd", "dpsgd"}:
+            out += [(g["dataset"], g["model"], float(e)) for e in g["epsilons"]
+                    if (g["dataset"], g["model"], float(e)) not in out]
+    return out
+
+
+def _table(summaries_dir: Path) -> tuple[pd.DataFrame, list[dict]]:
+    s = load_summaries(summaries_dir)
+    return claims_table(s), s
+
+
+def _pp(x, digits=2, sign=True) -> str:
+    if x is None or (isinstance(x, float) and not np.isfinite(x)):
+        return "—"
+    return f"{x:+.{digits}f}" if sign else f"{x:.{digits}f}"
+
+
+def _diff(r: pd.Series, est: str) -> str:
+    lo, hi = r[f"lo_bonf_{est}"], r[f"hi_bonf_{est}"]
+    ci = "" if not np.isfinite(lo) else f" [{lo:+.2f}, {hi:+.2f}]"
+    p = r[f"p_holm_{est}"]
+    return f"{_pp(r[f'diff_{est}'])}{ci}" + ("" if not np.isfinite(p) else f", p<sub>Holm</sub> = {p:.3g}")
+
+
+def _baseline(summaries: list[dict], cell: tuple) -> dict | None:
+    """This study's DP-SGD Δ (in-sample, the paper's estimator) and accuracy against the paper's quoted ones."""
+    ref = PAPER_QUOTED.get(cell)
+    runs = [s for s in summaries if (s["dataset"], s["model"], float(s["epsilon"] or 0), s["algorithm"])
+            == (*cell, "dpsgd")]
+    if ref is None or not runs:
+        return None
+    d = np.array([s["attacks"]["alooa_in_sample"]["delta_pp"] for s in runs])
+    acc = float(np.mean([s["accuracy"]["mean"] for s in runs]))
+    if len(d) >= 2:
+        h = stats.t.ppf(0.975, len(d) - 1) * d.std(ddof=1) / np.sqrt(len(d))
+        delta_differs = not (d.mean() - h <= ref["dpsgd"] <= d.mean() + h)
+    else:
+        delta_differs = None
+    acc_differs = None if "dpsgd_accuracy" not in ref else abs(acc - ref["dpsgd_accuracy"]) * 100 > 1.0
+    return {"delta": float(d.mean()), "paper_delta": ref["dpsgd"], "accuracy": acc,
+            "paper_accuracy": ref.get("dpsgd_accuracy"), "differs": bool(delta_differs or acc_differs)}
+
+
+def _verdict_text(r: pd.Series, base: dict | None) -> str:
+    v = r.verdict
+    if v == "not a like-for-like test":
+        why = ("a degenerate arm" if r.degenerate_dpsgd or r.degenerate_rule else
+               f"accuracies more than {LIKE_FOR_LIKE_PP:g} pp apart")
+        v += f" ({why}: DP-SGD {100 * r.accuracy_dpsgd:.1f}%, rule {100 * r.accuracy_rule:.1f}%)"
+    elif v == "not detected" and r.mde_cross_fit is not None:
+        v += f" (detectable: ±{r.mde_cross_fit:.2f} pp)"
+    elif v == "too few seeds":
+        v += f" ({r.seeds} of {MIN_SEEDS})"
+    if base and base["differs"] and r.verdict in ("reproduced", "contradicted", "not detected",
+                                                  "depends on the estimator"):
+        v += (f"; DP-SGD's baseline differs from the paper's (Δ {base['delta']:.2f} vs {base['paper_delta']:.2f} pp"
+              + ("" if base["paper_accuracy"] is None else
+                 f", accuracy {100 * base['accuracy']:.2f} vs {100 * base['paper_accuracy']:.2f}%") + ")")
+    return v
+
+
+def claims_first_screen(summaries_dir: Path, profile: Path) -> str:
+    """The question, the bold answer, a sentence per rule, and the paper's three quoted claims."""
+    df, summaries = _table(summaries_dir)
+    cells = expected_cells(profile)
+    have = set() if df.empty else {(r.dataset, r.model, r.epsilon) for r in df.itertuples() if r.seeds >= MIN_SEEDS}
+    status = (f"{len(have)} of the profile's {len(cells)} cells have at least {MIN_SEEDS} paired seeds so far"
+              + ("" if len(have) == len(cells) else " (the campaign goes on; the others are listed below)"))
+    if df.empty:
+        return ("<div class='findings'><h2>Does DP-SGD-S lower the group disparity Δ, as the paper claims?</h2>"
+                f"<p><b>Not yet decided: no run of the claims campaign is stored.</b> {status}.</p></div>")
+    paper = df[df.rule == "dpsgd_s_paper"]
+    v = paper.verdict.value_counts()
+    tested = int(sum(v.get(k, 0) for k in ("reproduced", "contradicted", "not detected",
+                                            "depends on the estimator")))
+    low, up, same, dep = (int(v.get(k, 0)) for k in ("reproduced", "contradicted", "not detected",
+                                                    "depends on the estimator"))
+    if tested == 0:
+        answer = "Not yet decided: no cell has a like-for-like test with enough seeds."
+    else:
+        reading = ("the paper's broad claim holds in these cells" if low == tested else
+                   "the paper's broad claim does not hold in these cells" if low == 0 else
+                   "the paper's broad claim holds in some cells only")
+        answer = (f"At the paper's design, the paper's rule made DP lowers Δ in {low} of {tested} tested cells, "
+                  f"raises it in {up}, leaves it unchanged in {same}, and {dep} depend on the estimator: {reading}.")
+    sentences = "".join(f"<li>{html.escape(s)}</li>" for s in rule_sentences(df, RULE_NAMES))
+    rows = []
+    for cell, ref in PAPER_QUOTED.items():
+        r = paper[(paper.dataset == cell[0]) & (paper.model == cell[1]) & (paper.epsilon == cell[2])]
+        head = (f"<td>{_label(*cell[:2])}, ε = {cell[2]:g}</td><td>{ref['dpsgd']:.2f} → {ref['dpsgd_s']:.2f} "
+                f"({ref['dpsgd_s'] - ref['dpsgd']:+.2f})</td>")
+        if r.empty:
+            rows.append(f"<tr>{head}<td colspan='4'>not run yet (the gpu profile or a later campaign part)</td></tr>")
+            continue
+        r = r.iloc[0]
+        rows.append(f"<tr>{head}<td>{_diff(r, 'in_sample')}</td><td>{_diff(r, 'cross_fit')}</td><td>{r.seeds}</td>"
+                    f"<td><b>{html.escape(_verdict_text(r, _baseline(summaries, cell)))}</b></td></tr>")
+    return (
+        "<div class='findings'><h2>Does DP-SGD-S lower the group disparity Δ, as the paper claims?</h2>"
+        f"<p><b>{html.escape(answer)}</b> {html.escape(status)}.</p><ul>{sentences}</ul>"
+        "<table id='quoted-claims'><caption>The paper's three quoted claims (ε = 10): Δ(paper's rule made DP) − "
+        "Δ(DP-SGD) in pp, paired by seed, with its Bonferroni-adjusted interval over the whole claims table and the "
+        f"Holm-adjusted paired t p. Design: {DESIGN}.</caption><tr><th>claim</th><th>paper Δ (pp)</th>"
+        "<th>in-sample (paper's estimator)</th><th>cross-fitted</th><th>seeds</th><th>verdict</th></tr>"
+        f"{''.join(rows)}</table>"
+        "<p class='small'>Δ: max − min over groups of the mean per-record membership advantage (pp). The full "
+        "table, every dataset and ε, is <a href='#claims'>below</a>.</p></div>")
+
+
+def claims_section(summaries_dir: Path, profile: Path) -> str:
+    """The paper's Tables 4-6 side by side: every cell × rule with both estimators, the verdict, per-group clipped
+    fractions, accounting and the campaign's cost."""
+    df, summaries = _table(summaries_dir)
+    cells = expected_cells(profile)
+    if df.empty:
+        return "<h2 id='claims'>The paper's claims, cell by cell</h2><p>No claims run stored yet.</p>"
+    rows = []
+    for cell in cells:
+        g = df[(df.dataset == cell[0]) & (df.model == cell[1]) & (df.epsilon == cell[2])]
+        if g.empty:
+            rows.append(f"<tr><td>{_label(*cell[:2])}</td><td>{cell[2]:g}</td><td colspan='8'>not run yet</td></tr>")
+            continue
+        base = _baseline(summaries, cell)
+        ref = PAPER_QUOTED.get(cell)
+        acct = _accounting(summaries, cell)
+        for r in g.itertuples():
+            row = pd.Series(r._asdict())
+            paper = ("lower" if ref is None else f"{ref['dpsgd']:.2f} → {ref['dpsgd_s']:.2f}") if r.rule in (
+                "dpsgd_s_paper", "dpsgd_s_paper_code") else "—"
+            clip = ("" if r.clipped_rule is None else
+                    ", ".join(f"{html.escape(k)} {100 * x:.0f}%" for k, x in r.clipped_rule.items()))
+            rows.append(
+                f"<tr data-key='{r.dataset}|{r.model}|{r.epsilon:g}|{r.rule}'><td>{_label(r.dataset, r.model)}</td>"
+                f"<td>{r.epsilon:g}</td><td>{SHORT[r.rule]}</td><td>{paper}</td>"
+                f"<td>{r.delta_dpsgd_cross_fit:.2f} / {r.delta_rule_cross_fit:.2f}</td>"
+                f"<td>{_diff(row, 'cross_fit')}</td><td>{_diff(row, 'in_sample')}</td>"
+                f"<td>{100 * r.accuracy_dpsgd:.1f} / {100 * r.accuracy_rule:.1f}</td><td>{r.seeds}</td>"
+                f"<td class='verdict'><b>{html.escape(_verdict_text(row, base))}</b>"
+                f"<div class='small'>clipped (rule): {clip or '—'}</div></td></tr>")
+        rows.append(f"<tr class='acct'><td colspan='10'>{acct}</td></tr>")
+    k = len(df)
+    cost = _cost(summaries)
+    return (
+        "<h2 id='claims'>The paper's claims, cell by cell (its Tables 4-6 side by side)</h2>"
+        f"<p>Each row compares a DP-SGD-S rule with DP-SGD over the same seeds (same audit designs and sampling "
+        f"streams). Design: {DESIGN}. Both estimators of Δ are shown: the paper's in-sample PA-ALOOA (biased upward "
+        "under no leakage, by the same amount for every group) and the cross-fitted one. Intervals are paired t "
+        f"intervals over seeds at the Bonferroni level 1 − 0.05/{k} (the table's {k} rows); p-values are paired t "
+        f"tests, Holm-adjusted over the table's rows, one family per estimator. A verdict needs ≥ {MIN_SEEDS} seeds, "
+        f"no degenerate arm and mean accuracies within {LIKE_FOR_LIKE_PP:g} pp; <b>reproduced</b> (Δ lower) or "
+        "<b>contradicted</b> (Δ higher) needs both estimators to agree, else <b>depends on the estimator</b>; "
+        "<b>not detected</b> gives the smallest change 80% power would detect (cross-fitted). The paper's Δ is "
+        "quoted where its text gives one (in-sample); elsewhere it claims a lower Δ. The grey line under each cell is "
+        "its accounting. Every row with every column: <a href='claims_table.csv'>claims_table.csv</a>."
+        "</p><table><caption>DP-SGD-S rule − DP-SGD, per cell: Δ pp (DP-SGD / rule, cross-fitted), the paired "
+        "difference [Bonferroni interval] under each estimator, accuracy % (DP-SGD / rule), paired seeds, verdict "
+        "and the rule's per-group share of clipped per-sample gradients</caption>"
+        "<tr><th>dataset · model</th><th>ε</th><th>rule</th><th>paper Δ</th><th>Δ pp</th><th>difference, "
+        "cross-fitted</th><th>difference, in-sample</th><th>accuracy %</th><th>seeds</th><th>verdict</th></tr>"
+        f"{''.join(rows)}</table>{cost}")
+
+
+def _accounting(summaries: list[dict], cell: tuple) -> str:
+    runs = [s for s in summaries if (s["dataset"], s["model"], float(s["epsilon"] or 0)) == cell]
+    parts = []
+    for alg in ("dpsgd", "dpsgd_s_paper", "dpsgd_s", "dpsgd_s_paper_code"):
+        a = next((s["accounting"] for s in runs if s["algorithm"] == alg), None)
+        if a is None:
+            continue
+        extra = "".join(f", {k} {a[k]:.3g}" for k in ("sigma_b", "sigma_s") if a.get(k) is not None)
+        spent = "not guaranteed" if not a.get("guaranteed") else f"ε = {a['epsilon']:.2f}"
+        parts.append(f"{SHORT.get(alg, 'DP-SGD')}: σ {a['sigma_g']:.3f}{extra}, q {a['sample_rate']:.4f}, "
+                     f"T {a['steps']}, {spent}")
+    return (f"Accounting ({runs[0]['accounting']['sampling'] if runs else 'poisson'} sampling, "
+            f"{runs[0]['accounting']['accountant'] if runs else 'rdp'} accountant, δ = "
+            f"{runs[0]['accounting']['delta'] if runs else 1e-5:g}): " + "; ".join(parts))
+
+
+def _cost(summaries: list[dict]) -> str:
+    """Wall time per part: train, signals, attack and overhead, summed over its runs, and per run."""
+    if not summaries:
+        return ""
+    df = pd.DataFrame([{"part": s["part"], **s["wall_s"]} for s in summaries])
+    g = df.groupby("part", sort=False)
+    rows = "".join(f"<tr><td>{html.escape(p)}</td><td>{len(x)}</td><td>{x.train.sum() / 60:.1f}</td>"
+                   f"<td>{x.signals.sum() / 60:.1f}</td><td>{x.attack.sum() / 60:.1f}</td>"
+                   f"<td>{x.overhead.sum() / 60:.1f}</td><td>{x.total.sum() / 60:.1f}</td>"
+                   f"<td>{x.total.median():.0f}</td></tr>" for p, x in g)
+    return ("<details><summary>What the campaign cost</summary><table><caption>Wall time per part (minutes, one "
+            "torch thread on a 2-core machine): training, signals (evaluating the bank on the audited and test "
+            "records), attacks and the rest, summed over its runs, and the median run (s)</caption><tr><th>part</th>"
+            "<th>runs</th><th>train</th><th>signals</th><th>attacks</th><th>overhead</th><th>total</th><th>median "
+            f"run (s)</th></tr>{rows}</table></details>")
+
+
+def write_claims_csv(summaries_dir: Path, out: Path) -> Path:
+    from .atomic import write_text
+
+    df, _ = _table(summaries_dir)
+    if not df.empty:
+        df = df.assign(clipped_dpsgd=df.clipped_dpsgd.map(str), clipped_rule=df.clipped_rule.map(str))
+    write_text(out, df.to_csv(index=False, float_format="%.6g"))
+    return out

@@ -1,0 +1,194 @@
+"""The claims campaign (fairdp_core/claims.py) and its verdicts (fairdp_core/audit/verdicts.py): the profile's
+effective settings are the paper's, the committed summaries come from this repository's history and the profile's
+plan, the index's verdicts recompute from them, and the verdict rules refuse a test that is not like for like or
+whose estimators disagree."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from fairdp_core.audit.verdicts import claims_table, degenerate, load_summaries
+from fairdp_core.cli import use_profile
+from fairdp_core.config import load_params
+
+ROOT = Path(__file__).resolve().parents[1]
+SUMMARIES = ROOT / "reports" / "paper" / "claims"
+# the paper's released per-dataset configs: (clip, epochs); lr 0.1 and batch 256 everywhere
+PAPER_CONFIGS = {"adult": (5.0, 20), "bank": (5.0, 20), "law_paper": (10.0, 20), "credit": (10.0, 20),
+                 "compas": (1.0, 50), "law_paper_c5": (5.0, 20)}
+
+
+@pytest.fixture(scope="module")
+def claims_params(tmp_path_factory):
+    d = tmp_path_factory.mktemp("claims")
+    shutil.copytree(ROOT / "profiles", d / "profiles")
+    use_profile("claims", d / "params.yaml", d / "profiles")
+    return load_params(d / "params.yaml")
+
+
+def test_claims_profile_runs_at_the_papers_design(claims_params):
+    """m = n, 2R = 400, lr 0.1, batch 256 and each dataset's clip bound and epochs (the default profile's tuned lr
+    must not leak in through the merged overrides); DP-SGD and the three rules at ε 1 and 10, SGD at 2 seeds."""
+    from fairdp_core.stages.plan import train_plan
+
+    p = claims_params
+    assert p.audit.m == "all" and p.audit.R == 200
+    for name, run in p.runs.items():
+        spec = train_plan(p, name)["spec"]
+        clip, epochs = PAPER_CONFIGS[run.dataset]
+        assert (spec["lr"], spec["batch_size"], spec["epochs"]) == (0.1, 256, epochs), name
+        assert spec.get("clip", clip) == clip, name
+    cells = {(r.dataset, r.algorithm, r.epsilon) for r in p.runs.values()}
+    for ds in ("adult", "bank", "law_paper", "credit", "compas"):
+        for rule in ("dpsgd", "dpsgd_s_paper", "dpsgd_s", "dpsgd_s_paper_code"):
+            assert {(ds, rule, 1.0), (ds, rule, 10.0)} <= cells
+        assert sum(r.dataset == ds and r.algorithm == "sgd" for r in p.runs.values()) == 2
+
+
+def _summaries() -> list[dict]:
+    return [json.loads(p.read_text()) for p in sorted(SUMMARIES.glob("*.json"))]
+
+
+def test_committed_summaries_come_from_history_and_the_profile(claims_params):
+    """Every committed summary: its commit is an ancestor of HEAD, and its effective plan (train and attack plans,
+    the attacks run) is the claims profile's for that run, hash included."""
+    from fairdp_core.claims import effective_plan, plan_hash
+
+    summaries = _summaries()
+    if not summaries:
+        pytest.skip("no claims summary committed yet")
+    commits = {s["commit"] for s in summaries}
+    for c in commits:
+        assert "+" not in c, c
+        r = subprocess.run(["git", "merge-base", "--is-ancestor", c, "HEAD"], cwd=ROOT)
+        assert r.returncode == 0, f"summary commit {c} is not an ancestor of HEAD"
+    for s in summaries:
+        plan = effective_plan(claims_params, s["run"])
+        assert s["plan"] == json.loads(json.dumps(plan)), s["run"]
+        assert s["plan_sha256"] == plan_hash(plan), s["run"]
+
+
+def test_index_verdicts_recompute_from_the_committed_summaries():
+    """Every verdict the committed index prints in its claims table is the one claims_table computes from the
+    committed summaries, and reports/claims_table.csv holds the same rows."""
+    import pandas as pd
+
+    df = claims_table(load_summaries(SUMMARIES))
+    page = (ROOT / "reports" / "index.html").read_text()
+    rows = dict(re.findall(r"<tr data-key='([^']+)'>.*?<td class='verdict'><b>([^<]*)</b>", page))
+    assert len(rows) == len(df)
+    for r in df.itertuples():
+        key = f"{r.dataset}|{r.model}|{r.epsilon:g}|{r.rule}"
+        assert rows[key].replace("&#x27;", "'").startswith(r.verdict), (key, rows[key], r.verdict)
+    if len(df):
+        csv = pd.read_csv(ROOT / "reports" / "claims_table.csv")
+        assert list(csv.verdict) == list(df.verdict)
+
+
+def _run(ds, alg, seed, d_cf, d_in, acc=0.85, eps=10.0, top=0.7, balanced=0.8):
+    return {"run": f"{ds}-lr-{alg}-e{eps:g}-s{seed}", "dataset": ds, "model": "lr", "algorithm": alg, "epsilon": eps,
+            "seed": seed, "numerics": 1, "clipping": None,
+            "accuracy": {"mean": acc, "largest_predicted_class_share": top, "balanced": balanced},
+            "attacks": {"alooa_cross_fit": {"delta_pp": d_cf}, "alooa_in_sample": {"delta_pp": d_in}}}
+
+
+def _bank(rule_cf, rule_in, *, seeds=8, acc_rule=0.85, top_rule=0.7, noise=0.01):
+    """DP-SGD at Δ 1.0 pp on every seed; the rule at 1.0 + rule_cf (cross-fitted) and 1.0 + rule_in (in-sample),
+    each seed jittered by ``noise``."""
+    rng = np.random.default_rng(0)
+    out = []
+    for s in range(seeds):
+        out.append(_run("adult", "dpsgd", s, 1.0, 1.0))
+        e = rng.normal(0, noise, 2)
+        out.append(_run("adult", "dpsgd_s_paper", s, 1.0 + rule_cf + e[0], 1.0 + rule_in + e[1], acc=acc_rule,
+                        top=top_rule))
+    return out
+
+
+def test_verdicts_by_hand():
+    """A clear fall under both estimators is reproduced; a clear rise contradicted; no change not detected."""
+    assert claims_table(_bank(-0.3, -0.3)).verdict.tolist() == ["reproduced"]
+    assert claims_table(_bank(+0.3, +0.3)).verdict.tolist() == ["contradicted"]
+    assert claims_table(_bank(0.0, 0.0, noise=0.2)).verdict.tolist() == ["not detected"]
+    # 5 seeds: too few for a verdict, however clear
+    assert claims_table(_bank(-0.3, -0.3, seeds=5)).verdict.tolist() == ["too few seeds"]
+
+
+def test_estimator_disagreement_reads_depends_on_the_estimator():
+    df = claims_table(_bank(-0.3, +0.3))
+    assert df.category_cross_fit.tolist() == ["lowers"] and df.category_in_sample.tolist() == ["raises"]
+    assert df.verdict.tolist() == ["depends on the estimator"]
+    assert claims_table(_bank(-0.3, 0.0, noise=0.2)).verdict.tolist() == ["depends on the estimator"]
+
+
+def test_degenerate_or_unequal_arms_get_no_verdict():
+    """A degenerate arm (≥ 99% one class), or arms more than 2 pp apart in accuracy, is no like-for-like test: never
+    reproduced or contradicted, whatever Δ does."""
+    for bank in (_bank(-0.3, -0.3, top_rule=0.995), _bank(+0.3, +0.3, acc_rule=0.82), _bank(-0.3, -0.3, acc_rule=0.88)):
+        assert claims_table(bank).verdict.tolist() == ["not a like-for-like test"]
+    assert claims_table(_bank(-0.3, -0.3, acc_rule=0.835)).verdict.tolist() == ["reproduced"]  # 1.5 pp apart
+    assert degenerate({"largest_predicted_class_share": 0.99, "balanced": 0.9})
+    assert degenerate({"largest_predicted_class_share": 0.5, "balanced": 0.51})
+    assert not degenerate({"largest_predicted_class_share": 0.9, "balanced": 0.6})
+
+
+def test_holm_and_bonferroni_over_the_whole_table():
+    """Twenty cells each with the same borderline fall: alone it would be significant (t p ≈ 0.01), but Holm over
+    the 20 rows keeps none, and the Bonferroni interval at 1 − 0.05/20 is wider than the unadjusted one."""
+    from scipy import stats
+
+    rows = []
+    for c in range(20):
+        for s in range(8):
+            d = -0.1 + 0.1 * (s % 2) - 0.02  # per-seed differences -0.12 / -0.02: mean -0.07
+            rows.append({**_run(f"d{c}", "dpsgd", s, 1.0, 1.0)})
+            rows.append({**_run(f"d{c}", "dpsgd_s_paper", s, 1.0 + d, 1.0 + d)})
+    df = claims_table(rows)
+    assert len(df) == 20
+    p = df.p_t_cross_fit.iloc[0]
+    assert p < 0.05 and (df.p_holm_cross_fit > 0.05).all() and (df.verdict == "not detected").all()
+    sd, n = df.sd_cross_fit.iloc[0], 8
+    assert df.hi_bonf_cross_fit.iloc[0] - df.diff_cross_fit.iloc[0] == pytest.approx(
+        stats.t.ppf(1 - 0.05 / 40, n - 1) * sd / np.sqrt(n))
+
+
+_BANK_DIGEST = """
+import hashlib, numpy as np, torch
+from fairdp_core.engine import TrainSpec, train_bank
+rng = np.random.default_rng(0)
+X = rng.normal(size=(400, 6)).astype(np.float32)
+y = (X[:, 0] + 0.3 * rng.normal(size=400) > 0).astype(np.int64)
+g = (X[:, 1] > 0.5).astype(np.int64)
+member = rng.random((4, 400)) < 0.5
+spec = TrainSpec(algorithm="dpsgd", model="lr", epochs=2, batch_size=64, lr=0.1, clip=1.0, target_epsilon=10.0,
+                 delta=1e-5, accountant="rdp")
+torch.set_num_threads(1)
+bank = train_bank(X, y, g, member, spec, n_classes=2, n_groups=2, seed=7, progress=False)
+loss, _ = bank.evaluate(X, y)
+print(hashlib.sha256(np.ascontiguousarray(loss, dtype=np.float32).tobytes()).hexdigest()[:16])
+"""
+
+
+def test_numerics_version_pins_a_banks_bits():
+    """A small DP-SGD bank's bytes, pinned for NUMERICS_VERSION, in a fresh process with the stages' reproducibility
+    settings (MKL_CBWR): a change to the engine that changes them fails here and must bump the version (claims
+    summaries of another version never pool with these)."""
+    import os
+    import sys
+
+    from fairdp_core.claims import NUMERICS_VERSION
+    from fairdp_core.stages import MALLOC_ENV
+
+    env = {**os.environ, **MALLOC_ENV, "MKL_CBWR": "COMPATIBLE"}
+    out = subprocess.run([sys.executable, "-c", _BANK_DIGEST], env=env, capture_output=True, text=True, check=True)
+    assert (NUMERICS_VERSION, out.stdout.strip()) == (1, GOLDEN_DIGEST)
+
+
+GOLDEN_DIGEST = "dc5769f5eb041a1d"
