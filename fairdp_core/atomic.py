@@ -10,11 +10,12 @@ import os
 import re
 import shutil
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-__all__ = ["atomic_dir", "atomic_path", "sweep_stale", "write_text"]
+__all__ = ["MANIFEST", "OutputDirError", "atomic_dir", "atomic_path", "check_output_dir", "sweep_stale", "write_managed_dir",
+           "write_text"]
 
 
 def _alive(pid: int) -> bool:
@@ -87,3 +88,82 @@ def write_text(final: str | os.PathLike, text: str) -> None:
     """Write ``text`` to ``final`` atomically."""
     with atomic_path(final) as tmp:
         tmp.write_text(text)
+
+
+MANIFEST = ".fairdp-manifest.json"
+
+
+class OutputDirError(ValueError):
+    """An output directory fairdp may not write into: it holds files fairdp did not write, or a previous output
+    that only ``force`` may replace."""
+
+
+def check_output_dir(out: str | os.PathLike, *, force: bool = False, protect: tuple = (), flag: str = "--force") -> None:
+    """Refuse, before any work, an output directory that would lose something: one that holds a file fairdp did not
+    write there (anything not in its manifest), one of ``protect`` (e.g. the input), or a previous output without
+    ``force``. A directory that does not exist, or is empty, is fine."""
+    import json
+
+    out = Path(out)
+    if out.exists() and not out.is_dir():
+        raise OutputDirError(f"{out}: exists and is not a directory")
+    for p in protect:
+        p = Path(p).resolve()
+        if out.resolve() == p or out.resolve() in p.parents:
+            raise OutputDirError(f"{out}: holds the input {p.name}; write the audit to a new directory")
+    if not out.is_dir():
+        return
+    present = sorted(p.name for p in out.iterdir() if p.name != MANIFEST and not re.match(r"^\..*\.tmp$", p.name))
+    if not present and not (out / MANIFEST).exists():
+        return
+    ours: set[str] = set()
+    if (out / MANIFEST).is_file():
+        try:
+            ours = set(json.loads((out / MANIFEST).read_text())["files"])
+        except (ValueError, KeyError, TypeError):
+            ours = set()
+    foreign = [n for n in present if n not in ours]
+    if foreign:
+        shown = ", ".join(foreign[:3]) + (f" and {len(foreign) - 3} more" if len(foreign) > 3 else "")
+        raise OutputDirError(f"{out}: holds files fairdp did not write ({shown}); choose a new or empty directory "
+                             "(nothing was written)")
+    if not force:
+        raise OutputDirError(f"{out}: holds a previous fairdp output; pass {flag} to replace its files, or choose "
+                             "another directory")
+
+
+def write_managed_dir(out: str | os.PathLike, write: Callable[[Path], None], *, force: bool = False,
+                      protect: tuple = (), flag: str = "--force") -> Path:
+    """Write an output directory through ``write(tmp)`` (which fills a temporary directory) and a manifest of the
+    files it wrote. A new directory appears whole (rename); an existing one (only with ``force``, and only when
+    every file in it is in fairdp's manifest) has exactly the manifest's files replaced, each by rename, the
+    manifest first marked incomplete and completed last; no other file is touched."""
+    import json
+
+    out = Path(out)
+    check_output_dir(out, force=force, protect=protect, flag=flag)
+    staging_parent = out if out.is_dir() else out.parent
+    staging_parent.mkdir(parents=True, exist_ok=True)
+    sweep_stale(staging_parent / f"{out.name}.staging")
+    tmp = Path(tempfile.mkdtemp(dir=staging_parent, prefix=_prefix(staging_parent / f"{out.name}.staging"),
+                                suffix=".tmp"))
+    try:
+        write(tmp)
+        names = sorted(p.name for p in tmp.iterdir())
+        if not out.is_dir():
+            (tmp / MANIFEST).write_text(json.dumps({"files": names, "complete": True}, indent=1) + "\n")
+            tmp.chmod(0o755)
+            os.replace(tmp, out)
+            return out
+        old = set()
+        if (out / MANIFEST).is_file():
+            old = set(json.loads((out / MANIFEST).read_text())["files"])
+        write_text(out / MANIFEST, json.dumps({"files": sorted(old | set(names)), "complete": False}, indent=1) + "\n")
+        for n in sorted(names, key=lambda n: n == "summary.json"):  # the summary last
+            os.replace(tmp / n, out / n)
+        for n in sorted(old - set(names)):
+            (out / n).unlink(missing_ok=True)
+        write_text(out / MANIFEST, json.dumps({"files": names, "complete": True}, indent=1) + "\n")
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return out

@@ -53,7 +53,12 @@ def write_generated(path: str | os.PathLike = "params.yaml", head: str | None = 
     path = Path(path)
     text = head if head is not None else path.read_text()
     text = text.split(_OLD_MARKER)[0].rstrip() + "\n"
-    raw = yaml.safe_load(text) or {}
+    try:
+        raw = yaml.safe_load(text) or {}
+    except yaml.YAMLError as e:
+        from .config import yaml_error_line
+
+        raise ConfigError(yaml_error_line(path, e)) from None
     for k in ("runs", "designs"):
         if k in raw:
             raise ConfigError(f"{path}: '{k}' is generated into {generated_path(path).name}; remove it from {path.name}")
@@ -90,7 +95,12 @@ def set_params(path: str | os.PathLike, assignments: list[str]) -> None:
     rt.preserve_quotes = True
     rt.width = 120
     rt.indent(mapping=2, sequence=4, offset=2)
-    doc = rt.load(head)
+    try:
+        doc = rt.load(head)
+    except Exception as e:  # ruamel's parser and scanner errors share no public base class with a mark
+        mark = getattr(e, "problem_mark", None)
+        where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark is not None else str(path)
+        raise ConfigError(f"{where}: not valid YAML: {' '.join(str(getattr(e, 'problem', e)).split())}") from None
     for a in assignments:
         key, sep, value = a.partition("=")
         if not sep or not key:
@@ -107,7 +117,10 @@ def set_params(path: str | os.PathLike, assignments: list[str]) -> None:
         last = parts[-1]
         if isinstance(node, dict) and last not in node:
             raise ConfigError(f"{path}: -S {key}: no key {key} (a typo?)")
-        node[last] = yaml.safe_load(value)
+        try:
+            node[last] = yaml.safe_load(value)
+        except yaml.YAMLError as e:
+            raise ConfigError(f"-S {a!r}: the value is not valid YAML ({getattr(e, 'problem', e)})") from None
     buf = io.StringIO()
     rt.dump(doc, buf)
     write_generated(path, head=buf.getvalue())
@@ -327,7 +340,12 @@ def _cmd_index(args: argparse.Namespace) -> int:
 
 
 def _cmd_audit_custom(args: argparse.Namespace) -> int:
+    from .atomic import check_output_dir
     from .custom import audit_csv
+
+    if args.R < 2:
+        raise ValueError(f"--R {args.R}: at least 2 (2R models in complementary pairs)")
+    check_output_dir(args.out, force=args.force, protect=(args.data,))  # before any work
 
     inter = []
     for pair in args.intersect:
@@ -339,8 +357,11 @@ def _cmd_audit_custom(args: argparse.Namespace) -> int:
                     intersections=inter, drop=args.drop, group_as_feature=not args.no_group_feature, seed=args.seed,
                     algorithm=args.algorithm, epsilon=args.epsilon, R=args.R, m=args.m, epochs=args.epochs,
                     batch_size=args.batch_size, lr=args.lr, clip=args.clip, min_per_group=args.min_per_group,
-                    progress=not args.quiet)
-    out = res.write(args.out)
+                    progress=not args.quiet, on_warning=lambda m: print(f"fairdp audit-custom: warning: {m}",
+                                                                          file=sys.stderr))
+    out = res.write(args.out, force=args.force, protect=(args.data,))
+    for line in res.answer():  # the answer first: one line per pair of groups
+        print(line)
     print(res.table().to_string(index=False, float_format=lambda v: f"{v:.2f}"))
     a = res.summary["attacks"]["alooa_cross_fit"]
     print(f"Δ (PA-ALOOA cross-fitted) = {a['delta_pp']:.2f} pp [{a['delta_lo']:.2f}, {a['delta_hi']:.2f}], "
@@ -508,22 +529,25 @@ def main(argv: list[str] | None = None) -> int:
     ac.add_argument("--group", required=True, help="the column whose groups are compared")
     ac.add_argument("--model", default="mlp", help="lr, mlp, or module:function returning an nn.Module "
                     "(called with (input_shape, n_classes)); default mlp")
-    ac.add_argument("--out", required=True, help="output directory (written atomically)")
+    ac.add_argument("--out", required=True, help="output directory: new or empty (written atomically); a previous "
+                    "fairdp output there is replaced only with --force, and a directory holding other files is refused")
+    ac.add_argument("--force", action="store_true", help="replace the files of a previous fairdp output in --out (only "
+                    "those its manifest lists)")
     ac.add_argument("--algorithm", default="dpsgd", choices=["sgd", "dpsgd"])
     ac.add_argument("--epsilon", type=float, default=10.0, help="target ε for dpsgd (default 10)")
     ac.add_argument("--R", type=int, default=8, help="2R models are trained (default 8: 16 models)")
     ac.add_argument("--m", type=int, default=None, help="audited records (default: half the rows, at most 1000)")
-    ac.add_argument("--epochs", type=float, default=30)
-    ac.add_argument("--batch-size", type=int, default=64)
-    ac.add_argument("--lr", type=float, default=0.5)
-    ac.add_argument("--clip", type=float, default=1.0)
-    ac.add_argument("--min-per-group", type=int, default=20)
+    ac.add_argument("--epochs", type=float, default=30, help="training epochs of every model (default 30)")
+    ac.add_argument("--batch-size", type=int, default=64, help="expected batch size: Poisson rate q = B/n (default 64)")
+    ac.add_argument("--lr", type=float, default=0.5, help="learning rate (default 0.5)")
+    ac.add_argument("--clip", type=float, default=1.0, help="per-sample gradient clip bound C for dpsgd (default 1)")
+    ac.add_argument("--min-per-group", type=int, default=20, help="audited records per group at least (default 20)")
     ac.add_argument("--slice", action="append", default=[], help="another column to slice the risk by (repeatable)")
     ac.add_argument("--intersect", action="append", default=[], help="A,B: slice by the intersection of two "
                     "columns or slices (group, class, correct, or a --slice column); repeatable")
     ac.add_argument("--drop", action="append", default=[], help="a column that is not a feature (repeatable)")
     ac.add_argument("--no-group-feature", action="store_true", help="the group column is not a model input")
-    ac.add_argument("--seed", type=int, default=0)
+    ac.add_argument("--seed", type=int, default=0, help="the one seed of the split, the design and training")
     ac.add_argument("--quiet", action="store_true", help="no progress bar")
     ac.set_defaults(func=_cmd_audit_custom)
     tc = sub.add_parser("tune-clip", help="DP-SGD's clipping bound as a DP quantile of the per-sample gradient "

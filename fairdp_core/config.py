@@ -633,6 +633,14 @@ def generated_path(params_path: str | os.PathLike) -> Path:
     return Path(params_path).with_name(GENERATED_FILE)
 
 
+def yaml_error_line(file: Path, e: yaml.YAMLError) -> str:
+    """A YAML syntax error as one line: the file, line and column, and what the parser expected."""
+    mark = getattr(e, "problem_mark", None)
+    where = f"{file}:{mark.line + 1}:{mark.column + 1}" if mark is not None else str(file)
+    what = " ".join(x for x in (getattr(e, "context", None), getattr(e, "problem", None)) if x) or type(e).__name__
+    return f"{where}: not valid YAML: {' '.join(what.split())}"
+
+
 def _read_yaml(file: Path, what: str) -> dict:
     try:
         text = file.read_text()
@@ -643,7 +651,7 @@ def _read_yaml(file: Path, what: str) -> dict:
     except ConfigError as e:
         raise ConfigError(f"{file}: {e}") from None
     except yaml.YAMLError as e:
-        raise ConfigError(f"{file}: not valid YAML: {e}") from None
+        raise ConfigError(yaml_error_line(file, e)) from None
     if not isinstance(raw, dict):
         raise ConfigError(f"{file}: expected a mapping at the top level, got {type(raw).__name__}")
     return raw

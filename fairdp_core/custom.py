@@ -28,6 +28,7 @@ import importlib
 import json
 import os
 import sys
+import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -37,7 +38,7 @@ import pandas as pd
 import torch
 from torch import nn
 
-from .atomic import atomic_dir
+from .atomic import write_managed_dir
 from .audit.attacks import lira_scores, rmia_scores
 from .audit.design import audit_design
 from .audit.inference import cross_fit_contributions, group_inference
@@ -67,28 +68,55 @@ class CustomAudit:
         """The per-group table of one attack (GPR and its interval in pp)."""
         return self.groups[self.groups.attack == attack].reset_index(drop=True)
 
-    def write(self, out: str | os.PathLike) -> Path:
-        """summary.json, groups.csv, records.csv, slices.csv, roc.csv, roc.png and report.md in ``out`` (atomic:
-        a killed write leaves no partial directory)."""
-        out = Path(out)
-        with atomic_dir(out) as tmp:
-            (tmp / "summary.json").write_text(json.dumps(jsonable(self.summary), indent=1) + "\n")
-            self.groups.to_csv(tmp / "groups.csv", index=False, float_format="%.6g")
-            self.records.to_csv(tmp / "records.csv", index=False, float_format="%.6g")
-            self.slices.to_csv(tmp / "slices.csv", index=False, float_format="%.6g")
-            self.roc.to_csv(tmp / "roc.csv", index=False, float_format="%.6g")
-            fig = roc_figure(self.roc)
-            fig.savefig(tmp / "roc.png", dpi=150, bbox_inches="tight", metadata={"Software": None})
-            from .plots import plt
+    def write(self, out: str | os.PathLike, *, force: bool = False, protect: tuple = ()) -> Path:
+        """summary.json, groups.csv, records.csv, slices.csv, roc.csv, roc.png and report.md in ``out``, with a
+        manifest of them. A new directory appears whole; a directory holding any file fairdp did not write (or one
+        of ``protect``, e.g. the input) is refused; a previous output is replaced only with ``force``, and then only
+        the manifest's files (:func:`fairdp_core.atomic.write_managed_dir`)."""
+        return write_managed_dir(out, self._write_files, force=force, protect=protect, flag="force=True (--force)")
 
-            plt.close(fig)
-            (tmp / "report.md").write_text(self.markdown())
+    def _write_files(self, tmp: Path) -> None:
+        (tmp / "summary.json").write_text(json.dumps(jsonable(self.summary), indent=1) + "\n")
+        self.groups.to_csv(tmp / "groups.csv", index=False, float_format="%.6g")
+        self.records.to_csv(tmp / "records.csv", index=False, float_format="%.6g")
+        self.slices.to_csv(tmp / "slices.csv", index=False, float_format="%.6g")
+        self.roc.to_csv(tmp / "roc.csv", index=False, float_format="%.6g")
+        fig = roc_figure(self.roc)
+        fig.savefig(tmp / "roc.png", dpi=150, bbox_inches="tight", metadata={"Software": None})
+        from .plots import plt
+
+        plt.close(fig)
+        (tmp / "report.md").write_text(self.markdown())
+
+    def answer(self, attack: str = "alooa_cross_fit") -> list[str]:
+        """One sentence per pair of groups: the signed difference of their risk (GPR, pp) with its simultaneous 95%
+        interval, the p-value (Holm over the pairs), and whether the difference exceeds the null floor of Δ."""
+        a = self.summary["attacks"][attack]
+        names = self.summary["group_names"]
+        floor = a.get("null_floor_pp")
+        out = []
+        for c in a.get("contrasts") or []:
+            first, second = names[c["k"]], names[c["l"]]
+            d, lo, hi = c["diff_pp"], c["lo_pp"], c["hi_pp"]
+            p = c.get("p_holm", c.get("p"))
+            beyond = floor is not None and abs(d) > floor
+            riskier = first if d > 0 else second
+            verdict = ("the interval excludes 0: " + f"{riskier} records are at higher risk"
+                       if lo > 0 or hi < 0 else "the interval holds 0: no difference detected")
+            out.append(f"Riskier for {first} than for {second}? GPR {first} − {second} = {d:+.2f} pp "
+                       f"[{lo:+.2f}, {hi:+.2f}], p = {p:.2g}; "
+                       + (f"above the null floor ({floor:.2f} pp)" if beyond else
+                          f"within the null floor ({floor:.2f} pp)") + f"; {verdict}.")
         return out
 
     def markdown(self) -> str:
-        """A short readable summary: the design, the accounting, the per-group table of each attack, the slices."""
+        """A short readable summary: the answer per pair of groups, the design, the accounting, the per-group table
+        of each attack, the slices."""
         s = self.summary
         lines = [f"# Per-group membership audit: {s.get('title', 'custom model')}", "",
+                 *(f"- {x}" for x in self.answer()), "",
+                 "(Membership risk measured by PA-ALOOA, cross-fitted; 95% intervals simultaneous over the pairs of "
+                 "groups; p Holm-adjusted over them.)", "",
                  f"Design: {s['m']} audited records, 2R = {s['n_models']} models (every audited record IN for half "
                  f"of them). GPR: a group's mean per-record advantage (held-out TPR − FPR), pp; Δ: max − min over "
                  f"groups, pp, with its simultaneous 95% interval and null floor (Δ with group labels permuted)."]
@@ -172,8 +200,9 @@ def _slice_rows(contribs: dict[str, np.ndarray], labels: np.ndarray, slice_name:
             rows.append({"slice": slice_name, "value": v, "attack": attack, "n_records": int(sel.sum()),
                          "gpr_pp": 100 * gpr_k, "lo_pp": 100 * lo if lo is not None else np.nan,
                          "hi_pp": 100 * hi if hi is not None else np.nan,
-                         "delta_lo_pp": 100 * res["delta_lo"] if res is not None else np.nan,
-                         "delta_hi_pp": 100 * res["delta_hi"] if res is not None else np.nan})
+                         # group_inference gives Δ's bounds in pp already
+                         "delta_lo_pp": res["delta_lo"] if res is not None else np.nan,
+                         "delta_hi_pp": res["delta_hi"] if res is not None else np.nan})
     return rows
 
 
@@ -259,7 +288,7 @@ def audit_bank(loss: np.ndarray, membership: np.ndarray, groups: np.ndarray, *, 
     summary = {"title": title, "m": int(loss.shape[1]), "n_models": int(M), "group_names": names,
                "attacks": {a: {k: v for k, v in s.items() if k in ("gpr", "gpr_lo", "gpr_hi", "delta_pp", "delta_lo",
                                                                      "delta_hi", "null_floor_pp", "p_delta_gt_0",
-                                                                     "contrast", "note")}
+                                                                     "contrast", "contrasts", "note")}
                            for a, s in attacks.items()},
                "low_fpr": low_fpr, **(extra or {})}
     return CustomAudit(summary=summary, groups=groups_df, records=records, roc=roc, slices=pd.DataFrame(slice_rows))
@@ -391,6 +420,10 @@ def audit_model(X: np.ndarray, y: np.ndarray, groups: np.ndarray, *, model="mlp"
     else:
         g = np.asarray(groups, dtype=np.int64)
     K = len(group_names)
+    if K < 2:
+        raise ValueError(f"the group column has one value ({group_names[0]!r}): a per-group audit compares at least two")
+    if R < 2:
+        raise ValueError(f"R = {R}: at least 2 (2R models in complementary pairs; --R)")
     n = len(y)
     sizes = np.bincount(g, minlength=K)
     small = [f"{group_names[k]} ({sizes[k]})" for k in range(K) if sizes[k] < min_per_group]
@@ -452,6 +485,70 @@ def audit_model(X: np.ndarray, y: np.ndarray, groups: np.ndarray, *, model="mlp"
                       intersections=intersections, alpha=alpha, seed=seed, delta=delta, title=title, extra=info)
 
 
+TEXT_LEVELS_MAX = 50
+
+
+def read_user_csv(path: Path) -> pd.DataFrame:
+    """A user's CSV (any delimiter), or a one-line error: missing, empty, header only, unreadable."""
+    import csv
+
+    if not path.is_file():
+        raise FileNotFoundError(f"--data {path}: no such file")
+    if path.stat().st_size == 0 or not path.read_text(errors="replace").strip():
+        raise ValueError(f"--data {path}: the file is empty (no header, no rows)")
+    try:
+        df = pd.read_csv(path, sep=None, engine="python")
+    except (pd.errors.EmptyDataError, pd.errors.ParserError, csv.Error, UnicodeDecodeError) as e:
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise ValueError(f"--data {path}: not a readable CSV ({first})") from None
+    if len(df) == 0:
+        raise ValueError(f"--data {path}: a header ({len(df.columns)} columns) and no data rows")
+    return df
+
+
+def _check_labels(s: pd.Series, path: Path, label: str) -> None:
+    """Label values that differ only by case or surrounding whitespace are a typo, not a class."""
+    values = sorted(s.dropna().astype(str).unique())
+    seen: dict[str, list[str]] = {}
+    for v in values:
+        seen.setdefault(v.strip().casefold(), []).append(v)
+    clash = [vs for vs in seen.values() if len(vs) > 1]
+    if clash:
+        shown = "; ".join(" vs ".join(repr(v) for v in vs) for vs in clash[:3])
+        raise ValueError(f"{path}: the label column {label!r} has values that differ only by case or whitespace "
+                         f"({shown}); clean them so that each class is spelled one way (--label {label})")
+
+
+def _numeric_with_text(df: pd.DataFrame, feats: list[str], warn: Callable[[str], None]) -> pd.DataFrame:
+    """A column whose cells are numbers but for a few text cells (at most 5% of its values) stays numeric: its text
+    cells are read as missing (their rows are then dropped), with a warning naming the column and the count."""
+    df = df.copy()
+    for c in feats:
+        if pd.api.types.is_numeric_dtype(df[c]):
+            continue
+        num = pd.to_numeric(df[c], errors="coerce")
+        text = df[c].notna() & num.isna()
+        if 0 < text.sum() <= 0.05 * df[c].notna().sum() and num.notna().sum() > 10:
+            examples = ", ".join(repr(v) for v in df.loc[text, c].astype(str).unique()[:3])
+            warn(f"column {c!r}: {int(text.sum())} text cells in a numeric column ({examples}) read as missing")
+            df[c] = num
+    return df
+
+
+def _check_text_features(df: pd.DataFrame, feats: list[str], path: Path) -> None:
+    """A text feature with one value per row (an ID) or more than TEXT_LEVELS_MAX values would one-hot into as many
+    features: refused, naming the column and the flag that leaves it out."""
+    n = len(df)
+    for c in feats:
+        if pd.api.types.is_numeric_dtype(df[c]):
+            continue
+        k = int(df[c].nunique())
+        if k > TEXT_LEVELS_MAX or (k == n and n > 1):
+            what = "one value per row (an ID?)" if k == n else f"{k} distinct values"
+            raise ValueError(f"{path}: the text column {c!r} has {what}: it would become {k} one-hot features; "
+                             f"pass --drop {c} to leave it out (or encode it as numbers)")
+
+
 def _infer_schema(df: pd.DataFrame, columns: list[str], name: str):
     """A TabularSchema inferred FROM THE DATA (numeric ranges and vocabularies): tuning outside ε, stated in the
     output. Numeric: min/max of the column; other columns: their sorted distinct values."""
@@ -472,7 +569,8 @@ def _infer_schema(df: pd.DataFrame, columns: list[str], name: str):
 
 def audit_csv(path: str | os.PathLike, *, label: str, group: str, model="mlp", slices: list[str] | None = None,
               intersections: list[tuple[str, str]] | None = None, drop: list[str] | None = None,
-              group_as_feature: bool = True, test_fraction: float = 0.2, seed: int = 0, **kw) -> CustomAudit:
+              group_as_feature: bool = True, test_fraction: float = 0.2, seed: int = 0,
+              on_warning: Callable[[str], None] | None = None, **kw) -> CustomAudit:
     """:func:`audit_model` on a CSV file: ``label`` and ``group`` columns; every other column (but ``drop``) is a
     feature, numeric columns (more than 10 distinct values) scaled to [-1, 1] by their range and the rest one-hot.
     The scaling ranges and vocabularies are read from the file: that choice is outside ε (stated in the summary).
@@ -480,9 +578,8 @@ def audit_csv(path: str | os.PathLike, *, label: str, group: str, model="mlp", s
     from .data.base import encode_rows, stratified_split
 
     path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"--data {path}: no such file")
-    df = pd.read_csv(path, sep=None, engine="python")
+    warn = on_warning or (lambda msg: warnings.warn(msg, UserWarning, stacklevel=3))
+    df = read_user_csv(path)
     missing = [c for c in [label, group, *(slices or []), *(drop or [])] if c not in df.columns]
     if missing:
         raise ValueError(f"{path}: no column {', '.join(map(repr, missing))}; columns: {', '.join(df.columns)}")
@@ -497,8 +594,18 @@ def audit_csv(path: str | os.PathLike, *, label: str, group: str, model="mlp", s
         bad = int(df[c].isna().sum())
         if bad:
             raise ValueError(f"{path}: the {what} column {c!r} is missing in {bad} rows")
+    _check_labels(df[label], path, label)
     feats = [c for c in df.columns if c not in {label, *(drop or [])} and (group_as_feature or c != group)]
+    df = _numeric_with_text(df, feats, warn)
+    _check_text_features(df, feats, path)
+    n0 = len(df)
+    cols = [c for c in feats if df[c].isna().any()]
     df = df.dropna(subset=feats).reset_index(drop=True)
+    if len(df) < n0:
+        warn(f"{path.name}: {n0 - len(df)} of {n0} rows dropped for a missing value (columns {', '.join(cols)})")
+    if df[group].astype(str).nunique() < 2:
+        raise ValueError(f"{path}: the group column {group!r} has one value ({df[group].astype(str).iloc[0]!r}); a "
+                         "per-group audit compares at least two (--group)")
     classes = sorted(df[label].astype(str).unique())
     if len(classes) < 2:
         raise ValueError(f"{path}: the label column {label!r} has one value ({classes[0]!r}); nothing to predict")

@@ -1,0 +1,263 @@
+"""The practitioner's path against real mistakes: an output directory never loses a file fairdp did not write,
+every input problem is one line (exit 2, no traceback) before any training, the answer comes first, and the files
+hold the numbers they say (slices.csv in pp)."""
+
+from __future__ import annotations
+
+import json
+import os
+import string
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from fairdp_core.atomic import MANIFEST, OutputDirError, check_output_dir
+from fairdp_core.audit.inference import cross_fit_contributions, group_inference
+from fairdp_core.cli import main as cli_main
+from fairdp_core.custom import audit_bank, audit_csv
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _audit(seed=0, m=120, M=8, leak=0.0):
+    """A CustomAudit from a synthetic bank (no training): complementary pairs, two groups, group 1 leaking."""
+    rng = np.random.default_rng(seed)
+    g = np.arange(m) % 2
+    first = rng.random((M // 2, m)) < 0.5
+    mem = np.empty((M, m), dtype=bool)
+    mem[0::2], mem[1::2] = first, ~first
+    loss = rng.exponential(1.0, (M, m)) * np.where(mem & (g[None] == 1), 1.0 - leak, 1.0)  # members of "male" fit
+    return audit_bank(loss, mem, np.where(g == 0, "female", "male"), slices={"half": (np.arange(m) < m // 2)
+                                                                                      .astype(str)}, n_perm=50,
+                      n_null=5), loss, mem, g
+
+
+@pytest.fixture(scope="module")
+def result():
+    return _audit()[0]
+
+
+def _snapshot(d: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted(d.iterdir())}
+
+
+def test_a_user_file_and_the_input_survive_every_write_path(result, tmp_path):
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "notes.txt").write_text("mine")
+    (out / "data.csv").write_text("a,b\n1,2\n")
+    before = _snapshot(out)
+    for force in (False, True):
+        with pytest.raises(OutputDirError, match="did not write"):
+            result.write(out, force=force)
+        assert _snapshot(out) == before
+    # the input itself as the target's parent, or the target holding it
+    for target in (tmp_path, out):
+        with pytest.raises(OutputDirError):
+            result.write(target, force=True, protect=(out / "data.csv",))
+    assert _snapshot(out) == before
+    # a previous fairdp output: refused without force; with force exactly the manifest's files replaced
+    new = tmp_path / "audit"
+    result.write(new)
+    listed = set(json.loads((new / MANIFEST).read_text())["files"])
+    assert listed == {"summary.json", "groups.csv", "records.csv", "slices.csv", "roc.csv", "roc.png", "report.md"}
+    with pytest.raises(OutputDirError, match="--force"):
+        result.write(new)
+    (new / "groups.csv").write_text("stale")
+    result.write(new, force=True)
+    assert (new / "groups.csv").read_text() != "stale"
+    assert json.loads((new / MANIFEST).read_text()) == {"files": sorted(listed), "complete": True}
+    assert not [p for p in new.iterdir() if p.name.endswith(".tmp")]
+    (new / "mine.txt").write_text("mine")  # a user file added later: force refuses too
+    with pytest.raises(OutputDirError, match="mine.txt"):
+        result.write(new, force=True)
+    assert (new / "mine.txt").read_text() == "mine"
+
+
+def test_the_cli_refuses_before_any_work(tmp_path, monkeypatch, capsys):
+    """`audit-custom --out .` beside the input, and --out holding a user file: exit 2, one line, nothing trained
+    (no audit module is even called: the check runs first), nothing lost, --force included."""
+    import fairdp_core.custom as custom
+
+    monkeypatch.chdir(tmp_path)
+    pd.DataFrame({"x": range(40), "g": ["a", "b"] * 20, "y": [0, 1, 1, 0] * 10}).to_csv("in.csv", index=False)
+    Path("keep.txt").write_text("mine")
+    monkeypatch.setattr(custom, "audit_model", lambda *a, **k: pytest.fail("trained before checking --out"))
+    for extra in ([], ["--force"]):
+        rc = cli_main(["audit-custom", "--data", "in.csv", "--label", "y", "--group", "g", "--out", ".", *extra])
+        err = capsys.readouterr().err
+        assert rc == 2 and len(err.strip().splitlines()) == 1 and "Traceback" not in err
+    assert sorted(os.listdir(".")) == ["in.csv", "keep.txt"] and Path("keep.txt").read_text() == "mine"
+
+
+def test_slices_csv_is_in_pp_and_recomputes(result):
+    """slices.csv's Δ bounds are in pp like every other column: recompute one slice's interval from
+    group_inference (which gives Δ's bounds in pp), not 100 × that."""
+    _, loss, mem, g = _audit()
+    labels = (np.arange(len(g)) < len(g) // 2).astype(str)
+    values, code = np.unique(labels, return_inverse=True)
+    res = group_inference(cross_fit_contributions(-loss, mem), code, len(values), alpha=0.05)
+    row = result.slices[(result.slices.slice == "half") & (result.slices.attack == "alooa_cross_fit")].iloc[0]
+    assert row.delta_lo_pp == pytest.approx(res["delta_lo"]) and row.delta_hi_pp == pytest.approx(res["delta_hi"])
+    assert row.gpr_pp == pytest.approx(100 * res["gpr"][0])
+    assert abs(row.delta_hi_pp) < 100  # an advantage difference in pp is at most 100
+
+
+def test_the_answer_comes_first_with_the_signed_contrast():
+    """A planted leak in group "male": the first line of the answer (and of report.md) is the signed
+    female − male contrast with its interval and p, the same numbers as the summary's contrast."""
+    res = _audit(leak=0.8)[0]
+    c = res.summary["attacks"]["alooa_cross_fit"]["contrast"]
+    line = res.answer()[0]
+    assert line.startswith("Riskier for female than for male? GPR female − male = ")
+    assert f"{c['diff_pp']:+.2f} pp [{c['lo_pp']:+.2f}, {c['hi_pp']:+.2f}]" in line
+    assert c["diff_pp"] < 0 and "male records are at higher risk" in line
+    md = res.markdown().splitlines()
+    assert md[2] == f"- {line}"
+
+
+def _csv(tmp_path: Path, name: str, df: pd.DataFrame | None = None, text: str | None = None) -> Path:
+    p = tmp_path / name
+    if text is not None:
+        p.write_text(text)
+    else:
+        df.to_csv(p, index=False)
+    return p
+
+
+def _frame(n=60):
+    rng = np.random.default_rng(0)
+    return pd.DataFrame({"x": rng.normal(size=n), "z": rng.normal(size=n), "g": np.resize(["a", "b"], n),
+                         "y": np.resize(["good", "bad", "good"], n)})
+
+
+BAD_INPUTS = {
+    "empty": (dict(text=""), "the file is empty"),
+    "whitespace": (dict(text="\n  \n"), "the file is empty"),
+    "header only": (dict(text="x,g,y\n"), "a header (3 columns) and no data rows"),
+    "one group": (dict(df=_frame().assign(g="a")), "the group column 'g' has one value"),
+    "id column": (dict(df=_frame().assign(id=[f"r{i}" for i in range(60)])), "--drop id"),
+    "many text values": (dict(df=_frame(120).assign(city=[f"c{i % 60}" for i in range(120)])), "--drop city"),
+    "label typo": (dict(df=_frame().assign(y=["good", "bad", "Good "] * 20)), "differ only by case or whitespace"),
+}
+
+
+@pytest.mark.parametrize("case", list(BAD_INPUTS))
+def test_each_bad_input_is_one_line_before_any_training(case, tmp_path, monkeypatch, capsys):
+    import fairdp_core.custom as custom
+
+    kw, message = BAD_INPUTS[case]
+    path = _csv(tmp_path, "data.csv", **kw)
+    monkeypatch.setattr(custom, "audit_model", lambda *a, **k: pytest.fail("trained on a bad input"))
+    before = sorted(os.listdir(tmp_path))
+    rc = cli_main(["audit-custom", "--data", str(path), "--label", "y", "--group", "g", "--out",
+                   str(tmp_path / "out")])
+    err = capsys.readouterr().err
+    assert rc == 2 and len(err.strip().splitlines()) == 1 and message in err and "Traceback" not in err, err
+    assert sorted(os.listdir(tmp_path)) == before
+
+
+def test_r_below_two_is_refused_before_any_work(tmp_path, capsys):
+    path = _csv(tmp_path, "data.csv", df=_frame())
+    assert cli_main(["audit-custom", "--data", str(path), "--label", "y", "--group", "g", "--out",
+                     str(tmp_path / "o"), "--R", "1"]) == 2
+    assert "--R 1: at least 2" in capsys.readouterr().err and not (tmp_path / "o").exists()
+
+
+def test_dropped_rows_and_text_cells_are_warned_with_counts(tmp_path):
+    """Rows with a missing value and a numeric column with a few text cells: a warning each, with counts, before
+    the (here failing: one group) audit starts."""
+    df = _frame(100).assign(g="a")
+    df["z"] = df["z"].astype(object)
+    df.loc[3, "z"] = "unknown"
+    df.loc[[5, 6], "x"] = np.nan
+    seen = []
+    with pytest.raises(ValueError, match="one value"):
+        audit_csv(_csv(tmp_path, "d.csv", df=df), label="y", group="g", on_warning=seen.append)
+    assert any("column 'z': 1 text cells in a numeric column ('unknown') read as missing" in w for w in seen)
+    assert any("3 of 100 rows dropped for a missing value (columns x, z)" in w for w in seen)
+
+
+def test_a_yaml_syntax_error_is_one_line_with_file_line_and_column(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    text = (ROOT / "params.yaml").read_text().replace("  epochs: 5", "  epochs: [5", 1)
+    Path("params.yaml").write_text(text)
+    (tmp_path / "runs.yaml").write_text((ROOT / "runs.yaml").read_text())
+    for cmd in (["check-params"], ["grid", "--write"], ["set", "train.lr=0.2"]):
+        assert cli_main(cmd) == 2
+        err = capsys.readouterr().err.strip()
+        line = next(i + 1 for i, t in enumerate(text.splitlines()) if "epochs: [5" in t)
+        assert len(err.splitlines()) == 1 and f"params.yaml:{line + 1}:" in err and "not valid YAML" in err, err
+    assert Path("params.yaml").read_text() == text
+
+
+# --- property-based: malformed CSVs and params.yaml edits never trace back, never write, never lose a file ----
+
+
+def _malformed_csv():
+    cells = st.text(alphabet=string.ascii_letters + string.digits + " ,;\"'\t-.", max_size=12)
+    rows = st.lists(st.lists(cells, min_size=0, max_size=5), min_size=0, max_size=6)
+    return st.one_of(
+        st.just(""), st.text(alphabet=" \n\t", max_size=5),
+        rows.map(lambda rs: "\n".join(",".join(r) for r in rs)),
+        st.lists(st.sampled_from(["x", "g", "y", "z"]), min_size=1, max_size=4, unique=True).map(",".join),
+        st.binary(max_size=40).map(lambda b: b.decode("latin-1")))
+
+
+@settings(max_examples=int(os.environ.get("FAIRDP_HYPOTHESIS_EXAMPLES", "25")), deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(content=_malformed_csv())
+def test_malformed_csvs_are_one_line_and_write_nothing(content, tmp_path_factory, monkeypatch):
+    import contextlib
+    import io
+
+    import fairdp_core.custom as custom
+
+    d = tmp_path_factory.mktemp("csv")
+    (d / "data.csv").write_text(content)
+    (d / "keep.txt").write_text("mine")
+    monkeypatch.setattr(custom, "audit_model", lambda *a, **k: (_ for _ in ()).throw(ValueError("reached training")))
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+        rc = cli_main(["audit-custom", "--data", str(d / "data.csv"), "--label", "y", "--group", "g", "--out",
+                       str(d / "out")])
+    e = err.getvalue()
+    assert rc == 2 and len(e.strip().splitlines()) == 1 and "Traceback" not in e, (content, e)
+    assert sorted(os.listdir(d)) == ["data.csv", "keep.txt"] and (d / "keep.txt").read_text() == "mine"
+
+
+@settings(max_examples=int(os.environ.get("FAIRDP_HYPOTHESIS_EXAMPLES", "25")), deadline=None)
+@given(pos=st.floats(0, 1), junk=st.sampled_from([":", "[", "]", "{", "\t", "- ", "'", '"', ": :", "&a", "*b", "!!x",
+                                                  "\n  bad: [", "%", "@"]))
+def test_params_edits_never_trace_back_and_lose_nothing(pos, junk, tmp_path_factory):
+    import contextlib
+    import io
+
+    d = tmp_path_factory.mktemp("params")
+    text = (ROOT / "params.yaml").read_text()
+    i = int(pos * len(text))
+    broken = text[:i] + junk + text[i:]
+    (d / "params.yaml").write_text(broken)
+    (d / "runs.yaml").write_text((ROOT / "runs.yaml").read_text())
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+        rc = cli_main(["--params", str(d / "params.yaml"), "check-params"])
+    e = err.getvalue()
+    assert rc in (0, 2) and "Traceback" not in e
+    if rc == 2:
+        assert e.startswith("fairdp check-params: error: ") and (len(e.strip().splitlines()) == 1
+                                                                or e.count("invalid params") == 1), e
+    assert (d / "params.yaml").read_text() == broken and sorted(os.listdir(d)) == ["params.yaml", "runs.yaml"]
+
+
+def test_check_output_dir_accepts_new_and_empty(tmp_path):
+    check_output_dir(tmp_path / "new")
+    (tmp_path / "empty").mkdir()
+    check_output_dir(tmp_path / "empty")
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(OutputDirError, match="not a directory"):
+        check_output_dir(tmp_path / "file")
