@@ -333,9 +333,9 @@ def _cmd_report(args: argparse.Namespace) -> int:
 
 
 def _cmd_index(args: argparse.Namespace) -> int:
-    from .reporting import build_index
+    from .stages.index import write_index
 
-    print(build_index(load_params(args.params)))
+    print(write_index(load_params(args.params)))
     return 0
 
 

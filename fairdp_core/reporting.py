@@ -485,17 +485,14 @@ def _main_rows(agg: pd.DataFrame) -> str:
     return "".join(out)
 
 
-def build_index(params: Params) -> Path:
+def build_index(params: Params, *, first_screen: str = "", claims: str = "") -> Path:
     """reports/index.html: the findings box (the paper's claims: its value, this study's estimate with CI and seeds,
     a verdict), the reports with what each answers, the main table grouped by dataset with the accounting of every
     row, then the details (verdicts by source, the stored paper-profile run, the power pilots, how to read); plus
     reports/main_table.csv and reports/metrics.json (DVC metrics)."""
-    from .claims_report import claims_first_screen, claims_section, write_claims_csv
-
     df = _grid_run_table(params)  # read once: the main table and the findings box share it
     agg = main_table(params, df=df)
     evidence: list[dict] = []  # the paper's claims are decided by the claims campaign only (claims_report)
-    claims_dir, claims_profile = params.resolve("reports/paper/claims"), params.resolve("profiles/claims.yaml")
     links = "".join(f'<li><a href="{n}.html">{REPORT_TITLES[n]}</a>: {html.escape(REPORT_QUESTIONS[n])}</li>'
                     for n in NOTEBOOKS)
     design = (f"Audit: PA-ALOOA, cross-fitted estimator, {params.audit.m} audited records, 2R = {2 * params.audit.R} "
@@ -506,7 +503,7 @@ def build_index(params: Params) -> Path:
 <p class="meta">Profile <b>{params.profile}</b>, built from commit <code>{html.escape(_commit(params.base_dir))}</code>.
 {design} GPR: a group's mean per-record membership advantage (pp); Δ: max − min of the GPRs over groups (pp).
 <a href="#how-to-read">How to read these numbers</a>.</p>
-{claims_first_screen(claims_dir, claims_profile)}
+{first_screen}
 {_findings_box(params, evidence, df, agg)}
 <h2>Reports</h2><ul>{links}</ul>
 <h2>Main results</h2>
@@ -520,7 +517,7 @@ All rows with every column: <a href="main_table.csv">main_table.csv</a>.</captio
 and its rivals (DPSGD-F, DPSGD-Global-Adapt, AdaClip): {int((~agg.algorithm.isin(CORE_ALGORITHMS)).sum())} more rows,
 same columns</summary><table><caption>As the main table, for the other rules.</caption>
 {MAIN_HEAD}{_main_rows(agg[~agg.algorithm.isin(CORE_ALGORITHMS)])}</table></details>
-{claims_section(claims_dir, claims_profile)}
+{claims}
 <details id="how-to-read"><summary>How to read these numbers</summary>
 <p class="small">GPR is a group's mean per-record advantage (the expected held-out TPR − FPR at this R, a lower
 estimate; the paper's in-sample estimator is an upper one). Δ = max − min over groups of GPR, in percentage points
@@ -543,7 +540,6 @@ matters only where clipping binds.</p></details>
                {"accuracy": round(float(r.accuracy), 5), "delta_pp": round(float(r.delta_pp), 4)}
                for _, r in agg.iterrows()}
     _atomic_write(params.resolve("reports") / "main_table.csv", agg.to_csv(index=False, float_format="%.6g"))
-    write_claims_csv(claims_dir, params.resolve("reports") / "claims_table.csv")
     _atomic_write(params.resolve("reports") / "metrics.json", json.dumps(metrics, indent=1) + "\n")
     return out
 

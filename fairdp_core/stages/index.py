@@ -1,0 +1,40 @@
+"""The ``index`` stage: reports/index.html, reports/metrics.json, reports/main_table.csv and reports/claims_table.csv.
+
+The page opens with the paper's claims decided by the claims campaign (reports/paper/claims/, rendered by
+:mod:`fairdp_core.claims_report`), then this profile's own runs (:func:`fairdp_core.reporting.build_index`).
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from ..config import load_params
+
+__all__ = ["main", "write_index"]
+
+
+def write_index(params):
+    """Render the claims sections and build the index around them; returns the index's path."""
+    from ..claims_report import claims_first_screen, claims_section, write_claims_csv
+    from ..reporting import build_index
+
+    claims_dir, profile = params.resolve("reports/paper/claims"), params.resolve("profiles/claims.yaml")
+    write_claims_csv(claims_dir, params.resolve("reports") / "claims_table.csv")
+    return build_index(params, first_screen=claims_first_screen(claims_dir, profile),
+                       claims=claims_section(claims_dir, profile))
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="fairdp index", description=__doc__)
+    ap.add_argument("--params", default="params.yaml")
+    args = ap.parse_args(argv)
+    print(write_index(load_params(args.params)))
+    return 0
+
+
+if __name__ == "__main__":
+    import sys
+
+    from . import stage_main
+
+    sys.exit(stage_main("index", main))
