@@ -31,6 +31,7 @@ import numpy as np
 
 from .atomic import write_text
 from .config import ConfigError, Params
+from .versions import package_versions
 
 __all__ = ["CLAIMS_ATTACKS", "NUMERICS_VERSION", "DP_RULES", "part_runs", "parts", "plan_hash", "run_part",
            "seeds_needed", "summary_path"]
@@ -104,20 +105,6 @@ def checkout_commit(base: Path, *, allow_dirty: bool = False) -> str:
     return head + ("+dirty" if dirty else "")
 
 
-def versions() -> dict[str, str]:
-    import numpy
-    import torch
-
-    from . import __version__
-
-    try:
-        from importlib.metadata import version
-        opacus = version("opacus")
-    except Exception:  # noqa: BLE001 - not installed: recorded as such
-        opacus = "not installed"
-    return {"torch": torch.__version__, "opacus": opacus, "numpy": numpy.__version__, "fairdp": __version__}
-
-
 def _existing(path: Path, plan_sha: str) -> dict | None:
     if not path.is_file():
         return None
@@ -161,7 +148,7 @@ def run_one(params: Params, name: str, part: str, summaries: Path, *, commit: st
     out = {
         "run": name, "part": part, "profile": params.profile, "dataset": r.dataset, "model": r.model,
         "algorithm": r.algorithm, "epsilon": r.epsilon, "seed": r.seed, "commit": commit,
-        "plan_sha256": plan_hash(plan), "numerics": NUMERICS_VERSION, "versions": versions(), "plan": plan,
+        "plan_sha256": plan_hash(plan), "numerics": NUMERICS_VERSION, "versions": package_versions(), "plan": plan,
         "n_models": info["n_models"], "m": info["m"], "R": info["R"], "n_train": info["n_train"],
         "n_test": info["n_test"], "group_names": info["group_names"], "accuracy": info["accuracy"],
         "accounting": info["accounting"], "clipping": info["clipping"],

@@ -1,27 +1,6 @@
-"""The ``fairdp`` command line: the stage commands that dvc.yaml runs, and the params helpers.
-
-    fairdp check-params                 validate params.yaml
-    fairdp grid --write                 regenerate runs.yaml (runs/designs) from params.yaml's grid and sweep
-    fairdp set KEY=VALUE...             set params.yaml keys (dvc's -S syntax) and regenerate the runs
-    fairdp exp run [-S KEY=VALUE]... [--queue] [-n NAME]
-                                        dvc exp run, with -S on grid/sweep keys regenerating the runs
-    fairdp exp show [DVC ARGS]          dvc exp show without the file-dependency columns (params, headline metrics)
-    fairdp use-profile smoke|default|paper
-    fairdp prepare NAME... | --all      verify raw files, write data/prepared/<name>
-    fairdp design KEY                   draw the audit design (membership matrix) results/designs/<key>.npz
-    fairdp plan                         every run's effective settings, results/plan/{train,attack}/<run>.json
-    fairdp train NAME                   train the bank and its signals, results/train/<name>/
-    fairdp attack NAME                  every attack and its statistics, results/audit/<name>/
-    fairdp audit NAME                   plan, train and attack one run
-    fairdp coverage [--studies N] [--attacks | --leveling --lowfpr --skew]
-                                        coverage of the audit's intervals by simulation, reports/coverage/
-    fairdp tune --dataset D [--lr ...]  lr/epochs/clip/γ on a validation split (tuning outside ε), reports/tuning/
-    fairdp clip-study [--datasets D...] [--seeds S] [--epsilon E]
-                                        DP-SGD at the profile's C vs at a DP median C (its ε charged): Δ, accuracy,
-                                        reports/tuning/clip_study.{json,md}
-    fairdp report NOTEBOOK              run notebooks/<NOTEBOOK>.py with papermill, render reports/<NOTEBOOK>.html
-    fairdp index                        write reports/index.html (main table) and reports/metrics.json
-"""
+"""The ``fairdp`` command line: the study's stages (what dvc.yaml runs), the params helpers, the claims campaign,
+the audit of your own data, and maintenance. Every command is listed below; ``fairdp COMMAND --help`` for its
+options."""
 
 from __future__ import annotations
 
@@ -465,23 +444,25 @@ def main(argv: list[str] | None = None) -> int:
     c = sub.add_parser("check-params", help="validate params.yaml and exit")
     c.set_defaults(func=_cmd_check)
     g = sub.add_parser("grid", help="show (or --write) the runs generated from grid and sweep")
-    g.add_argument("--write", action="store_true")
+    g.add_argument("--write", action="store_true", help="write runs.yaml (default: only print the runs)")
     g.set_defaults(func=_cmd_grid)
     u = sub.add_parser("use-profile", help="make params.yaml one of the run profiles")
-    u.add_argument("name", help="smoke, default or paper")
-    u.add_argument("--profiles", default="profiles")
+    u.add_argument("name", help="a profile of profiles/: " + ", ".join(sorted(p.stem for p in Path(__file__).resolve()
+                   .parents[1].joinpath("profiles").glob("*.yaml"))))
+    u.add_argument("--profiles", default="profiles", help="the profiles directory (default: profiles)")
     u.set_defaults(func=_cmd_profile)
     d = sub.add_parser("design", help="draw the audit design (membership matrix) for designs[KEY]")
-    d.add_argument("key")
-    d.add_argument("--out")
+    d.add_argument("key", help="a key of runs.yaml's designs, e.g. adult-s0")
+    d.add_argument("--out", help="default: results/designs/<KEY>.npz")
     d.set_defaults(func=_cmd_design)
     st = sub.add_parser("set", help="set params.yaml keys (KEY=VALUE, as dvc's -S) and regenerate the runs")
-    st.add_argument("set", nargs="+", metavar="KEY=VALUE")
+    st.add_argument("set", nargs="+", metavar="KEY=VALUE", help="e.g. train.lr=0.05 or 'grid.0.seeds=3'")
     st.set_defaults(func=_cmd_set)
     ex = sub.add_parser("exp", help="dvc exp run with -S that regenerates the runs (grid and sweep keys too); "
                         "dvc exp show with params and headline metrics only (no dependency columns)")
-    ex.add_argument("action", choices=["run", "show"])
-    ex.add_argument("-S", "--set-param", dest="set", action="append", metavar="KEY=VALUE")
+    ex.add_argument("action", choices=["run", "show"], help="run an experiment, or show them")
+    ex.add_argument("-S", "--set-param", dest="set", action="append", metavar="KEY=VALUE",
+                    help="set a params key for this experiment (grid and sweep keys too; repeatable)")
     ex.add_argument("--queue", action="store_true", help="queue it (run later with `dvc queue start -j N`)")
     ex.add_argument("-n", "--name", default=None, help="the experiment's name")
     ex.add_argument("dvc_args", nargs=argparse.REMAINDER, help="passed on to dvc exp run")
@@ -489,18 +470,18 @@ def main(argv: list[str] | None = None) -> int:
     pl = sub.add_parser("plan", help="write every run's effective settings to results/plan/")
     pl.set_defaults(func=_cmd_plan)
     t = sub.add_parser("train", help="train runs[NAME]'s bank (results/train/NAME)")
-    t.add_argument("name")
+    t.add_argument("name", help="a run of runs.yaml")
     t.add_argument("--quiet", action="store_true", help="no progress bar")
     t.set_defaults(func=_cmd_train)
     at = sub.add_parser("attack", help="attack runs[NAME]'s trained bank (results/audit/NAME)")
-    at.add_argument("name")
+    at.add_argument("name", help="a run of runs.yaml")
     at.set_defaults(func=_cmd_attack)
     a = sub.add_parser("audit", help="plan, train and attack runs[NAME]")
-    a.add_argument("name")
+    a.add_argument("name", help="a run of runs.yaml")
     a.add_argument("--quiet", action="store_true", help="no progress bar")
     a.set_defaults(func=_cmd_audit)
     r = sub.add_parser("report", help="execute and render one report notebook")
-    r.add_argument("notebook")
+    r.add_argument("notebook", help="a report of notebooks/ (without .py)")
     r.set_defaults(func=_cmd_report)
     i = sub.add_parser("index", help="write reports/index.html and reports/metrics.json")
     i.set_defaults(func=_cmd_index)
@@ -512,8 +493,8 @@ def main(argv: list[str] | None = None) -> int:
     cl.set_defaults(func=_cmd_claims)
     cv = sub.add_parser("coverage", help="simulate the audit's intervals and tests (reports/coverage/)")
     cv.add_argument("--studies", type=int, default=1000, help="simulated audits per cell")
-    cv.add_argument("--seed", type=int, default=20251010)
-    cv.add_argument("--out", default="reports/coverage")
+    cv.add_argument("--seed", type=int, default=20251010, help="the simulation's seed")
+    cv.add_argument("--out", default="reports/coverage", help="output directory (default reports/coverage)")
     cv.add_argument("--attacks", action="store_true", help="PA-GA, PA-GBA and LiRA instead (attack_coverage.md)")
     cv.add_argument("--leveling", action="store_true", help="the leveling interval (leveling_coverage.md)")
     cv.add_argument("--lowfpr", action="store_true", help="TPR at 1%% FPR and the ε lower bound (lowfpr_coverage.md)")
@@ -533,7 +514,7 @@ def main(argv: list[str] | None = None) -> int:
                     "fairdp output there is replaced only with --force, and a directory holding other files is refused")
     ac.add_argument("--force", action="store_true", help="replace the files of a previous fairdp output in --out (only "
                     "those its manifest lists)")
-    ac.add_argument("--algorithm", default="dpsgd", choices=["sgd", "dpsgd"])
+    ac.add_argument("--algorithm", default="dpsgd", choices=["sgd", "dpsgd"], help="how the models train (default dpsgd)")
     ac.add_argument("--epsilon", type=float, default=10.0, help="target ε for dpsgd (default 10)")
     ac.add_argument("--R", type=int, default=8, help="2R models are trained (default 8: 16 models)")
     ac.add_argument("--m", type=int, default=None, help="audited records (default: half the rows, at most 1000)")
@@ -553,7 +534,7 @@ def main(argv: list[str] | None = None) -> int:
     tc = sub.add_parser("tune-clip", help="DP-SGD's clipping bound as a DP quantile of the per-sample gradient "
                         "norms, its ε composed with training")
     tc.add_argument("--dataset", required=True, help="a prepared dataset of params.yaml")
-    tc.add_argument("--model", default="lr", choices=["lr", "mlp", "cnn", "cnn_relu"])
+    tc.add_argument("--model", default="lr", choices=["lr", "mlp", "cnn", "cnn_relu"], help="the model (default lr)")
     tc.add_argument("--quantile", type=float, default=0.5, help="the percentile as a fraction (default 0.5)")
     tc.add_argument("--epsilon-quantile", type=float, default=0.1, help="ε of the quantile release (default 0.1)")
     tc.add_argument("--epsilon", type=float, default=10.0, help="total ε of the quantile and training (default 10)")
@@ -572,7 +553,7 @@ def main(argv: list[str] | None = None) -> int:
     cs.set_defaults(func=_cmd_clip_study)
     ck = sub.add_parser("check-reports", help="read the rendered reports like a reader: stderr, machine paths, nan "
                         "cells, uncaptioned tables, unreferenced figures, colours (--heights: page heights)")
-    ck.add_argument("reports", nargs="?", default="reports")
+    ck.add_argument("reports", nargs="?", default="reports", help="the reports directory (default reports)")
     ck.add_argument("--heights", action="store_true", help="measure page heights with headless Chromium")
     ck.add_argument("--screenshots", default=None, help="keep the screenshots in this directory")
     ck.set_defaults(func=_cmd_check_reports)

@@ -45,6 +45,7 @@ from .audit.inference import cross_fit_contributions, group_inference
 from .audit.signals import logit_confidence
 from .stages import jsonable
 from .stages.attack import attack_bank
+from .versions import package_versions
 
 __all__ = ["CustomAudit", "audit_bank", "audit_csv", "audit_model", "correctness_labels", "load_model_spec"]
 
@@ -290,7 +291,7 @@ def audit_bank(loss: np.ndarray, membership: np.ndarray, groups: np.ndarray, *, 
                                                                      "delta_hi", "null_floor_pp", "p_delta_gt_0",
                                                                      "contrast", "contrasts", "note")}
                            for a, s in attacks.items()},
-               "low_fpr": low_fpr, **(extra or {})}
+               "low_fpr": low_fpr, "versions": package_versions(), **(extra or {})}
     return CustomAudit(summary=summary, groups=groups_df, records=records, roc=roc, slices=pd.DataFrame(slice_rows))
 
 

@@ -39,7 +39,8 @@ def _norm(req: str) -> str:
 
 def test_environment_yml_matches_pyproject():
     py = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
-    wanted = {_norm(r) for r in py["dependencies"] + py["optional-dependencies"]["dev"]}
+    extras = py["optional-dependencies"]
+    wanted = {_norm(r) for r in py["dependencies"] + extras["study"] + extras["dev"] if not r.startswith("fairdp_core")}
     env = yaml.safe_load((ROOT / "environment.yml").read_text())
     conda, pip = set(), set()
     for d in env["dependencies"]:
@@ -57,3 +58,61 @@ def test_environment_yml_matches_pyproject():
 def test_environment_yml_uses_conda_forge_only():
     env = yaml.safe_load((ROOT / "environment.yml").read_text())
     assert env["channels"] == ["conda-forge", "nodefaults"]
+
+
+def test_every_command_and_option_has_help():
+    """`fairdp --help` lists every subcommand with a line of help, and every option of every subcommand has help."""
+    import argparse
+
+    from fairdp_core import cli
+
+    seen = {}
+
+    def grab(self, args=None, namespace=None):
+        seen["parser"] = self
+        raise SystemExit(0)
+
+    mp = pytest.MonkeyPatch()
+    mp.setattr(argparse.ArgumentParser, "parse_known_args", grab)
+    try:
+        with pytest.raises(SystemExit):
+            cli.main(["check-params"])
+    finally:
+        mp.undo()
+    sub = next(a for a in seen["parser"]._actions if isinstance(a, argparse._SubParsersAction))
+    helps = {c.dest: c.help for c in sub._choices_actions}
+    assert len(sub.choices) >= 22 and "audit-custom" in sub.choices and "claims" in sub.choices
+    missing = [name for name in sub.choices if not helps.get(name)]
+    missing += [f"{name} {a.option_strings or a.dest}" for name, sp in sub.choices.items() for a in sp._actions
+                if not isinstance(a, argparse._HelpAction) and not a.help]
+    assert not missing, missing
+    text = seen["parser"].format_help()
+    assert all(name in text for name in sub.choices)
+
+
+def test_the_audit_library_needs_no_pipeline_package():
+    """Importing the audit (fairdp_core.custom, the engine, the attacks) loads none of the study's extra packages
+    (dvc, papermill, jupyter, fairlearn, ruamel), so `pip install fairdp_core` without [study] suffices for it."""
+    import subprocess
+    import sys
+
+    code = ("import sys, fairdp_core.custom, fairdp_core.engine, fairdp_core.audit.attacks, fairdp_core.opacus_compat; "
+            "print(' '.join(sorted({m.split('.')[0] for m in sys.modules})))")
+    mods = set(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split())
+    assert not mods & {"dvc", "papermill", "jupyterlab", "jupytext", "nbconvert", "fairlearn", "ruamel"}, mods
+
+
+def test_opacus_private_api_is_pinned_to_the_tested_range():
+    """opacus_compat uses opacus.optimizers.optimizer._generate_noise (private): the installed Opacus is inside the
+    range pyproject.toml declares, and the function still takes what opacus_compat passes it."""
+    import inspect
+    from importlib.metadata import version
+
+    from opacus.optimizers.optimizer import _generate_noise
+
+    spec = next(r for r in tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
+                if r.startswith("opacus"))
+    lo, hi = re.findall(r">=([\d.]+),<([\d.]+)", spec)[0]
+    v = tuple(int(x) for x in version("opacus").split(".")[:2])
+    assert tuple(map(int, lo.split(".")[:2])) <= v < tuple(map(int, hi.split(".")[:2])), (version("opacus"), spec)
+    assert {"std", "reference", "generator", "secure_mode"} <= set(inspect.signature(_generate_noise).parameters)
