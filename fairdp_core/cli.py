@@ -236,8 +236,8 @@ def _cmd_exp(args: argparse.Namespace) -> int:
 
         if args.set or args.queue or args.name:
             raise ConfigError("fairdp exp show: -S, --queue and -n belong to `fairdp exp run`")
-        return subprocess.run(["dvc", "exp", "show", "--drop", EXP_SHOW_DROP, *args.dvc_args]).returncode
-    return exp_run(args.set or [], queue=args.queue, name=args.name, params=args.params, dvc_args=args.dvc_args)
+        return subprocess.run(["dvc", "exp", "show", "--drop", EXP_SHOW_DROP, *args.extra]).returncode
+    return exp_run(args.set or [], queue=args.queue, name=args.name, params=args.params, dvc_args=args.extra)
 
 
 def _cmd_claims(args: argparse.Namespace) -> int:
@@ -465,7 +465,6 @@ def main(argv: list[str] | None = None) -> int:
                     help="set a params key for this experiment (grid and sweep keys too; repeatable)")
     ex.add_argument("--queue", action="store_true", help="queue it (run later with `dvc queue start -j N`)")
     ex.add_argument("-n", "--name", default=None, help="the experiment's name")
-    ex.add_argument("dvc_args", nargs=argparse.REMAINDER, help="passed on to dvc exp run")
     ex.set_defaults(func=_cmd_exp)
     pl = sub.add_parser("plan", help="write every run's effective settings to results/plan/")
     pl.set_defaults(func=_cmd_plan)
@@ -561,7 +560,7 @@ def main(argv: list[str] | None = None) -> int:
                         "(make repro runs it after dvc repro)")
     pk.set_defaults(func=_cmd_prune_lock)
     args, extra = parser.parse_known_args(argv)
-    if extra and args.command not in ("tune", "claims"):  # only these pass their own options on
+    if extra and args.command not in ("tune", "claims", "exp"):  # only these pass their own options on
         parser.error(f"unrecognized arguments: {' '.join(extra)}")
     args.extra = extra
     if argv is None and args.command in ("audit", "train", "tune", "clip-study", "claims"):

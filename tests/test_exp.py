@@ -1,0 +1,75 @@
+"""`fairdp exp run -S KEY=VALUE -n NAME [--queue]` as the README documents it: the assignments are applied by fairdp
+(grid and sweep keys regenerate runs.yaml) before dvc sees the workspace, dvc gets only its own options, and
+--queue restores params.yaml and runs.yaml. A stand-in `dvc` on PATH records what it was called with and the
+params it saw."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import stat
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from fairdp_core.cli import main as cli_main
+
+ROOT = Path(__file__).resolve().parents[1]
+
+FAKE_DVC = """#!{python}
+import json, pathlib, sys
+p = pathlib.Path("params.yaml").read_text()
+r = pathlib.Path("runs.yaml").read_text()
+with open("dvc-calls.jsonl", "a") as f:
+    f.write(json.dumps({{"argv": sys.argv[1:], "params": p, "runs": r}}) + "\\n")
+"""
+
+
+@pytest.fixture
+def workspace(tmp_path, monkeypatch):
+    for f in ("params.yaml", "runs.yaml"):
+        shutil.copy(ROOT / f, tmp_path / f)
+    shutil.copytree(ROOT / "profiles", tmp_path / "profiles")
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    (bindir / "dvc").write_text(FAKE_DVC.format(python=sys.executable))
+    (bindir / "dvc").chmod((bindir / "dvc").stat().st_mode | stat.S_IEXEC)
+    monkeypatch.setenv("PATH", f"{bindir}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+def _calls(ws: Path) -> list[dict]:
+    return [json.loads(x) for x in (ws / "dvc-calls.jsonl").read_text().splitlines()]
+
+
+@pytest.mark.parametrize("key, value, check", [
+    ("train.lr", "0.2", lambda p, r: p["train"]["lr"] == 0.2),
+    ("grid.0.seeds", "3", lambda p, r: "adult-lr-sgd-s2" in r["runs"]),
+    ("sweep.taus", "[0.5]", lambda p, r: any("-t0p5-" in k for k in r["runs"]) and not any("-t4-" in k
+                                                                                          for k in r["runs"])),
+])
+def test_exp_run_applies_every_kind_of_key_before_dvc(workspace, key, value, check):
+    before = {f: (workspace / f).read_text() for f in ("params.yaml", "runs.yaml")}
+    assert cli_main(["exp", "run", "-S", f"{key}={value}", "-n", "try-it"]) == 0
+    (call,) = _calls(workspace)
+    assert call["argv"] == ["exp", "run", "-n", "try-it"]  # no -S for dvc: fairdp applied it
+    assert check(yaml.safe_load(call["params"]), yaml.safe_load(call["runs"]))
+    # without --queue the workspace keeps the experiment's params (as dvc exp run does)
+    assert (workspace / "params.yaml").read_text() != before["params.yaml"]
+
+
+def test_exp_run_queue_restores_params_and_passes_dvc_options(workspace):
+    before = {f: (workspace / f).read_text() for f in ("params.yaml", "runs.yaml")}
+    assert cli_main(["exp", "run", "-S", "grid.0.seeds=3", "-S", "train.lr=0.3", "--queue", "-n", "q1",
+                     "--message", "hello"]) == 0
+    assert cli_main(["exp", "run", "-S", "train.lr=0.4", "--queue", "-n", "q2"]) == 0
+    first, second = _calls(workspace)
+    assert first["argv"] == ["exp", "run", "--queue", "-n", "q1", "--message", "hello"]
+    assert "adult-lr-sgd-s2" in first["runs"] and yaml.safe_load(first["params"])["train"]["lr"] == 0.3
+    # the second experiment starts from the restored workspace: the first one's grid change is gone
+    assert "adult-lr-sgd-s2" not in second["runs"] and yaml.safe_load(second["params"])["train"]["lr"] == 0.4
+    assert {f: (workspace / f).read_text() for f in before} == before
