@@ -7,8 +7,8 @@ STAMP  := $(VENV)/.fairdp-installed
 # torch first, pinned, so that pip takes the CPU build rather than a multi-GB CUDA one; override as you need,
 # e.g. `make test TORCH_SPEC=torch` on a GPU machine.
 TORCH_SPEC ?= torch==2.13.0
-# `make repro` runs params.yaml as it is (the default profile as committed); PROFILE=smoke|default|paper rewrites
-# params.yaml from profiles/ first.
+# `make repro` runs params.yaml as it is (the default profile as committed); PROFILE=default rewrites params.yaml from
+# profiles/ first; any other PROFILE runs in profile-runs/<PROFILE>/ (below).
 PROFILE ?=
 export FAIRDP_DATA_MIRROR ?= $(abspath ../shared/datasets)
 # glibc's allocator maps and zeroes large per-step temporaries afresh every step (PERF_NOTES.md): up to 3.6x.
@@ -45,10 +45,20 @@ $(SYNTH_STAMP):
 	$(SYNTH_VENV)/bin/python -m pip install -q "smartnoise-synth==1.0.8" packaging pyyaml
 	touch $(SYNTH_STAMP)
 
+# A profile other than default runs in profile-runs/<PROFILE>/, a copy of the tracked files with its own params.yaml,
+# results, reports and dvc.lock (fairdp_core/profile_dir.py): the committed study is never overwritten. IN_PLACE=1
+# runs it in this checkout instead (CI does, in a throwaway copy).
+OWN_DIR := $(if $(IN_PLACE),,$(filter-out default,$(PROFILE)))
 repro: $(STAMP) $(SYNTH_STAMP)
+ifneq ($(OWN_DIR),)
+	$(BIN)/python -m fairdp_core.profile_dir $(PROFILE)
+	$(MAKE) -C profile-runs/$(PROFILE) repro IN_PLACE=1
+	@echo "profile $(PROFILE): reports in profile-runs/$(PROFILE)/reports/ (the committed study is unchanged)"
+else
 	$(if $(PROFILE),$(BIN)/fairdp use-profile $(PROFILE),$(BIN)/fairdp grid --write)
 	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/dvc repro $(DVC_ARGS)
 	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/fairdp prune-lock
+endif
 
 lint: $(STAMP)
 	$(BIN)/ruff check fairdp_core tests

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import string
 from pathlib import Path
 
@@ -261,3 +262,53 @@ def test_check_output_dir_accepts_new_and_empty(tmp_path):
     (tmp_path / "file").write_text("x")
     with pytest.raises(OutputDirError, match="not a directory"):
         check_output_dir(tmp_path / "file")
+
+
+def test_a_profile_runs_in_a_directory_of_its_own(tmp_path):
+    """`make repro PROFILE=smoke` prepares profile-runs/smoke: a copy with the profile's params.yaml; the checkout's
+    params.yaml (comments and all), its reports and its dvc.lock are untouched, and a refresh keeps the copy's own
+    results and reports."""
+    import hashlib
+    import subprocess
+
+    from fairdp_core.config import load_params
+    from fairdp_core.profile_dir import prepare_profile_dir
+
+    # a checkout of its own (a copy of the tracked files, committed), so that nothing else writes to it meanwhile
+    root = tmp_path / "checkout"
+    files = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, check=True).stdout.decode()
+    for rel in filter(None, files.split("\0")):
+        if (ROOT / rel).exists():
+            (root / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(ROOT / rel, root / rel)
+    subprocess.run(["git", "init", "-q"], cwd=root, check=True)
+    subprocess.run(["git", "add", "-A"], cwd=root, check=True)
+
+    def digest(paths):
+        return {p: hashlib.sha256((root / p).read_bytes()).hexdigest() for p in paths}
+
+    watched = ["params.yaml", "runs.yaml", "dvc.lock", "reports/index.html"]
+    before = digest(watched)
+    dest = prepare_profile_dir(root, "smoke", dest=tmp_path / "smoke")
+    assert digest(watched) == before
+    assert "# fairdp study parameters" in (root / "params.yaml").read_text()  # the checkout keeps its comments
+    assert load_params(dest / "params.yaml").profile == "smoke" and (dest / ".git").is_dir()
+    assert (dest / "dvc.yaml").read_bytes() == (root / "dvc.yaml").read_bytes()
+    # the copy's own outputs survive a refresh; its code is copied anew
+    (dest / "reports" / "index.html").write_text("the profile's own index")
+    (dest / "results").mkdir()
+    (dest / "results" / "x").write_text("kept")
+    (dest / "fairdp_core" / "config.py").write_text("stale")
+    prepare_profile_dir(root, "smoke", dest=dest)
+    assert (dest / "reports" / "index.html").read_text() == "the profile's own index"
+    assert (dest / "results" / "x").read_text() == "kept"
+    assert (dest / "fairdp_core" / "config.py").read_bytes() == (root / "fairdp_core" / "config.py").read_bytes()
+    assert digest(watched) == before
+    with pytest.raises(Exception, match="unknown profile"):
+        prepare_profile_dir(root, "nosuch", dest=tmp_path / "x")
+    # the Makefile sends a non-default profile there, the default one (and IN_PLACE=1) to the checkout
+    dry = subprocess.run(["make", "-n", "repro", "PROFILE=smoke"], cwd=ROOT, capture_output=True, text=True).stdout
+    assert "fairdp_core.profile_dir smoke" in dry and "use-profile" not in dry.split("profile_dir")[0]
+    dry = subprocess.run(["make", "-n", "repro", "PROFILE=smoke", "IN_PLACE=1"], cwd=ROOT, capture_output=True,
+                         text=True).stdout
+    assert "profile_dir" not in dry and "use-profile smoke" in dry

@@ -5,8 +5,8 @@ ran (same audit designs and sampling streams: paired). Per row and per estimator
 and the paper's in-sample one): the mean paired difference Δ(rule) − Δ(DP-SGD) in pp, the paired t test's p,
 Holm-adjusted over every row of the table (one family per estimator), and the t interval at the Bonferroni level
 1 − α/k for the table's k rows; the exact sign-flip p beside them, unadjusted. A row's category per estimator:
-*lowers* or *raises* Δ where the Holm-adjusted p < α, else *unchanged* (with the smallest effect 80% power would
-detect at its seeds). Its verdict:
+*lowers* or *raises* Δ where the Holm-adjusted p < α and the Bonferroni interval excludes 0 on that side, else
+*unchanged* (with the smallest effect 80% power would detect at its seeds). Its verdict:
 
 - **not a like-for-like test** where either arm is degenerate (:func:`degenerate`) or their mean test accuracies
   differ by more than 2 pp: no reproduced/contradicted verdict, whatever Δ does;
@@ -60,10 +60,16 @@ def load_summaries(directory: str | Path, *, numerics: int | None = None) -> lis
     return [s for s in out if s["numerics"] == version]
 
 
-def _category(p_holm: float | None, mean: float, alpha: float) -> str:
-    if p_holm is None or not np.isfinite(p_holm) or p_holm >= alpha:
+def _category(p_holm: float | None, lo: float, hi: float, alpha: float) -> str:
+    """Lowers (raises) Δ only where the Holm-adjusted p is below ``alpha`` AND the Bonferroni interval printed
+    beside it lies below (above) 0: a reader never sees "lowers" next to an interval that holds 0."""
+    if p_holm is None or not np.isfinite(p_holm) or p_holm >= alpha or not (np.isfinite(lo) and np.isfinite(hi)):
         return "unchanged"
-    return "lowers" if mean < 0 else "raises"
+    if hi < 0:
+        return "lowers"
+    if lo > 0:
+        return "raises"
+    return "unchanged"
 
 
 def _mde(sd: float | None, n: int, alpha: float = 0.05, power: float = 0.8) -> float | None:
@@ -120,7 +126,8 @@ def claims_table(summaries: list[dict], *, alpha: float = 0.05) -> pd.DataFrame:
             lo.append(r[f"diff_{est}"] - h)
             hi.append(r[f"diff_{est}"] + h)
         df[f"lo_bonf_{est}"], df[f"hi_bonf_{est}"] = lo, hi
-        df[f"category_{est}"] = [_category(p, m, alpha) for p, m in zip(df[f"p_holm_{est}"], df[f"diff_{est}"])]
+        df[f"category_{est}"] = [_category(p, lo_, hi_, alpha) for p, lo_, hi_ in
+                                 zip(df[f"p_holm_{est}"], df[f"lo_bonf_{est}"], df[f"hi_bonf_{est}"])]
     df["like_for_like"] = (~df.degenerate_dpsgd & ~df.degenerate_rule
                            & ((df.accuracy_rule - df.accuracy_dpsgd).abs() * 100 <= LIKE_FOR_LIKE_PP))
     df["verdict"] = [_verdict(r) for _, r in df.iterrows()]
@@ -148,6 +155,10 @@ def _verdict(r: pd.Series) -> str:
     return {"lowers": "reproduced", "raises": "contradicted", "unchanged": "not detected"}[r.category_cross_fit]
 
 
+def _n(k: int, noun: str) -> str:
+    return f"{k} {noun}" + ("" if k == 1 else "s")
+
+
 def rule_sentences(df: pd.DataFrame, labels: dict[str, str]) -> list[str]:
     """One sentence per rule: of its cells with a verdict, how many lower, raise or leave Δ unchanged under both
     estimators, how many depend on the estimator, and how many are not like-for-like tests."""
@@ -158,7 +169,8 @@ def rule_sentences(df: pd.DataFrame, labels: dict[str, str]) -> list[str]:
             continue
         v = g.verdict.value_counts()
         tested = int(len(g) - v.get("not a like-for-like test", 0) - v.get("too few seeds", 0))
-        out.append(f"{labels.get(rule, rule)}: of {len(g)} cells, {tested} are like-for-like tests with at least "
+        out.append(f"{labels.get(rule, rule)}: of {_n(len(g), 'cell')}, {tested} "
+                   f"{'is a like-for-like test' if tested == 1 else 'are like-for-like tests'} with at least "
                    f"{MIN_SEEDS} seeds; it lowers Δ in {v.get('reproduced', 0)}, raises it in "
                    f"{v.get('contradicted', 0)}, leaves it unchanged in {v.get('not detected', 0)} and "
                    f"{v.get('depends on the estimator', 0)} depend on the estimator"
