@@ -192,3 +192,24 @@ def test_numerics_version_pins_a_banks_bits():
 
 
 GOLDEN_DIGEST = "dc5769f5eb041a1d"
+
+
+def test_a_direction_is_never_stated_beside_an_interval_that_holds_zero():
+    """Holm can reject where the Bonferroni interval printed beside it still holds 0: such a row reads unchanged,
+    so "reproduced" always comes with intervals below 0 under both estimators (and "contradicted" above)."""
+    rng = np.random.default_rng(3)
+    for trial in range(30):
+        rows = []
+        for c in range(6):
+            effect = rng.normal(0, 0.15)
+            for s in range(6):
+                d = effect + rng.normal(0, 0.1)
+                rows += [_run(f"d{c}", "dpsgd", s, 1.0, 1.0), _run(f"d{c}", "dpsgd_s_paper", s, 1.0 + d, 1.0 + d)]
+        df = claims_table(rows)
+        for r in df.itertuples():
+            if r.verdict == "reproduced":
+                assert r.hi_bonf_cross_fit < 0 and r.hi_bonf_in_sample < 0
+            if r.verdict == "contradicted":
+                assert r.lo_bonf_cross_fit > 0 and r.lo_bonf_in_sample > 0
+            if r.category_cross_fit == "unchanged":
+                assert not (r.p_holm_cross_fit < 0.05 and (r.hi_bonf_cross_fit < 0 or r.lo_bonf_cross_fit > 0))
