@@ -8,10 +8,11 @@ numerics version, the package versions, accuracy, accounting, clipping per group
 the wall time of train / signals / attack / overhead. A run whose summary exists with the same plan hash and
 numerics version is never rerun, so a part can be stopped and restarted anywhere.
 
-Seeds: ``min_seeds`` (6) paired seeds first; then as many more (up to the profile's ``seeds``, 16) as the measured
-SD of the paired DP-SGD-S − DP-SGD difference of Δ needs for 80% power against a reduction of ``effect_share`` (20%)
-of the cell's DP-SGD Δ, for every DP rule and both estimators (an internal pilot: the stopping rule looks at the
-SD, never at the difference itself).
+Seeds: ``min_seeds`` (6) paired seeds first; then as many more (up to the profile's ``seeds``, 16) as the spread of
+the paired difference Δ(paper's rule made DP) − Δ(DP-SGD) needs for 80% power against ``effect_share`` (20%) of the
+cell's Δ, for both estimators, re-estimated each time the current target is reached. The estimate is blinded
+(:func:`seeds_needed`: the uncentred second moment of the differences, the two arms' pooled Δ), so that it does
+not depend on which arm is which and does not inflate the paired test's type I error.
 
 The campaign runs from a pinned git worktree of a committed revision (``--allow-dirty`` to override), one torch
 thread, so that the main tree can change while it trains.
@@ -43,8 +44,8 @@ NUMERICS_VERSION = 1
 # null-corrected PA-ALOOA estimator and PA-GBA are left out (together half the attack stage at m = n).
 CLAIMS_ATTACKS = ("alooa_cross_fit", "alooa_in_sample", "ga", "lira_online", "lira_offline", "rmia")
 DP_RULES = ("dpsgd_s_paper", "dpsgd_s", "dpsgd_s_paper_code")
-# The rules whose SD sets a cell's seed count (the guaranteed ones; the released code's rule is not DP)
-POWER_RULES = ("dpsgd_s_paper", "dpsgd_s")
+# The rule whose spread sets a cell's seed count: the one that decides the paper's claim
+POWER_RULES = ("dpsgd_s_paper",)
 ESTIMATORS = {"cross_fit": "alooa_cross_fit", "in_sample": "alooa_in_sample"}
 
 
@@ -150,7 +151,8 @@ def run_one(params: Params, name: str, part: str, summaries: Path, *, commit: st
         "algorithm": r.algorithm, "epsilon": r.epsilon, "seed": r.seed, "commit": commit,
         "plan_sha256": plan_hash(plan), "numerics": NUMERICS_VERSION, "versions": package_versions(), "plan": plan,
         "n_models": info["n_models"], "m": info["m"], "R": info["R"], "n_train": info["n_train"],
-        "n_test": info["n_test"], "group_names": info["group_names"], "accuracy": info["accuracy"],
+        "n_test": info["n_test"], "group_names": info["group_names"], "class_names": info["class_names"],
+        "accuracy": info["accuracy"],
         "accounting": info["accounting"], "clipping": info["clipping"],
         "attacks": {k: _compact_attack(v) for k, v in summary["attacks"].items()},
         "wall_s": {"train": round(tim.get("train_s", train_wall), 1), "signals": round(tim.get("signals_s", 0.0), 1),
@@ -164,23 +166,30 @@ def run_one(params: Params, name: str, part: str, summaries: Path, *, commit: st
 
 def seeds_needed(summaries: list[dict], *, effect_share: float = 0.2, min_seeds: int = 6, max_seeds: int = 16,
                  rules: tuple[str, ...] = POWER_RULES) -> dict[str, object]:
-    """The seeds a part needs: for every rule and estimator, the SD of the per-seed paired difference of Δ (rule −
-    DP-SGD) and the seeds for 80% power against ``effect_share`` × the mean DP-SGD Δ; the largest, capped."""
+    """The seeds a part needs, estimated blind to which arm is which (so that the re-estimation does not inflate
+    the type I error of the paired test): per rule and estimator, the uncentred second moment of the per-seed
+    differences Δ(rule) − Δ(DP-SGD), sqrt(mean d²), against ``effect_share`` × the mean Δ of both arms pooled; the
+    seeds a paired t test needs for 80% power there (at α = 0.05), the largest over rules and estimators, capped."""
     from .reporting import seeds_for_power
 
     by = {(s["algorithm"], s["seed"]): s for s in summaries}
     seeds = sorted({s for a, s in by if a == "dpsgd"})
     need, detail = min_seeds, {}
     for est, attack in ESTIMATORS.items():
-        base = np.array([by[("dpsgd", s)]["attacks"][attack]["delta_pp"] for s in seeds])
-        target = effect_share * abs(base.mean()) if len(base) else 0.0
         for rule in rules:
             paired = [s for s in seeds if (rule, s) in by]
-            if len(paired) < 2 or target <= 0:
+            if len(paired) < 2:
                 continue
-            d = np.array([by[(rule, s)]["attacks"][attack]["delta_pp"] - by[("dpsgd", s)]["attacks"][attack]["delta_pp"]
-                          for s in paired])
-            sd = float(d.std(ddof=1))
+            a = np.array([by[(rule, s)]["attacks"][attack]["delta_pp"] for s in paired], dtype=float)
+            b = np.array([by[("dpsgd", s)]["attacks"][attack]["delta_pp"] for s in paired], dtype=float)
+            ok = np.isfinite(a) & np.isfinite(b)
+            if ok.sum() < 2:
+                continue
+            d = a[ok] - b[ok]
+            sd = float(np.sqrt(np.mean(d ** 2)))
+            target = effect_share * abs(float(np.mean((a[ok] + b[ok]) / 2)))
+            if target <= 0:
+                continue
             n = seeds_for_power(sd, target, max_seeds=max_seeds)
             detail[f"{rule}/{est}"] = {"sd_pp": sd, "target_pp": target, "seeds": n}
             need = max(need, max_seeds if n is None else n)
@@ -195,15 +204,15 @@ def run_part(params: Params, part: str, summaries: Path, *, commit: str, min_see
     max_seeds = len(by_seed)
     done: list[dict] = []
     target = min(min_seeds, max_seeds)
-    for seed, names in by_seed.items():
-        if seed >= target:
+    for done_seeds, names in enumerate(by_seed.values()):
+        if done_seeds >= target:
             if part.endswith("-sgd"):
                 break
             need = seeds_needed(done, effect_share=effect_share, min_seeds=min_seeds, max_seeds=max_seeds)
             target = need["seeds"]
             sds = ", ".join(f"{k}: SD {v['sd_pp']:.3f} pp, {v['seeds']}" for k, v in need["detail"].items())
-            log(f"{part}: {seed} seeds done; the measured SDs need {target} ({sds})")
-            if seed >= target:
+            log(f"{part}: {done_seeds} seeds done; the measured spreads need {target} ({sds})")
+            if done_seeds >= target:
                 break
         for name in names:
             plan_sha = plan_hash(effective_plan(params, name))

@@ -16,13 +16,15 @@ from .audit.verdicts import (
     LIKE_FOR_LIKE_PP,
     MIN_SEEDS,
     PAPER_QUOTED,
+    RULE_ORDER,
     claims_table,
+    depends_detail,
     load_summaries,
     rule_sentences,
 )
 from .results import DATASET_LABELS, MODEL_LABELS
 
-__all__ = ["RULE_NAMES", "claims_first_screen", "claims_section", "expected_cells", "write_claims_csv"]
+__all__ = ["RULE_NAMES", "claims_first_screen", "claims_frame", "claims_section", "expected_cells", "write_claims_csv"]
 
 RULE_NAMES = {
     "dpsgd_s_paper": "The paper's rule made DP (dpsgd_s_paper, the arm that decides the paper's claim)",
@@ -50,9 +52,22 @@ def expected_cells(profile: str | Path) -> list[tuple[str, str, float]]:
     return out
 
 
-def _table(summaries_dir: Path) -> tuple[pd.DataFrame, list[dict]]:
-    s = load_summaries(summaries_dir)
-    return claims_table(s), s
+def claims_frame(summaries_dir: Path, profile: Path, files: list[Path] | None = None
+                 ) -> tuple[pd.DataFrame, list[dict]]:
+    """The claims table over the family fixed in advance (every cell of the profile × the three rules), with each
+    cell's seed target (the campaign's stopping rule) beside its seeds; and the summaries it was computed from
+    (``files``: only these summaries)."""
+    from .claims import seeds_needed
+
+    s = load_summaries(summaries_dir, files=files)
+    df = claims_table(s, family=len(expected_cells(profile)) * len(RULE_ORDER))
+    if not df.empty:
+        need = {}
+        for cell in {(r.dataset, r.model, r.epsilon) for r in df.itertuples()}:
+            runs = [x for x in s if (x["dataset"], x["model"], float(x["epsilon"] or 0)) == cell]
+            need[cell] = seeds_needed(runs)["seeds"]
+        df["seeds_target"] = [need[(r.dataset, r.model, r.epsilon)] for r in df.itertuples()]
+    return df, s
 
 
 def _pp(x, digits=2, sign=True) -> str:
@@ -63,28 +78,36 @@ def _pp(x, digits=2, sign=True) -> str:
 
 def _diff(r: pd.Series, est: str) -> str:
     lo, hi = r[f"lo_bonf_{est}"], r[f"hi_bonf_{est}"]
-    ci = "" if not np.isfinite(lo) else f" [{lo:+.2f}, {hi:+.2f}]"
-    p = r[f"p_holm_{est}"]
-    return f"{_pp(r[f'diff_{est}'])}{ci}" + ("" if not np.isfinite(p) else f", p<sub>Holm</sub> = {p:.3g}")
+    ci = "" if not np.isfinite(lo) else f" [{lo:+.3f}, {hi:+.3f}]"
+    p = r[f"p_bonf_{est}"]
+    return f"{_pp(r[f'diff_{est}'], 3)}{ci}" + ("" if not np.isfinite(p) else f", p<sub>Bonf</sub> = {p:.2g}")
 
 
 def _baseline(summaries: list[dict], cell: tuple) -> dict | None:
-    """This study's DP-SGD Δ (in-sample, the paper's estimator) and accuracy against the paper's quoted ones."""
+    """This study's DP-SGD Δ (in-sample, the paper's estimator) and accuracy against the paper's quoted ones: Δ
+    differs where the paper's value is outside our 95% t interval over seeds (the paper's own spread is not
+    published, so this reads our uncertainty only), accuracy where they differ by more than 1 pp; None where it
+    cannot be checked."""
     ref = PAPER_QUOTED.get(cell)
     runs = [s for s in summaries if (s["dataset"], s["model"], float(s["epsilon"] or 0), s["algorithm"])
             == (*cell, "dpsgd")]
     if ref is None or not runs:
         return None
-    d = np.array([s["attacks"]["alooa_in_sample"]["delta_pp"] for s in runs])
+    d = np.array([s["attacks"]["alooa_in_sample"]["delta_pp"] for s in runs], dtype=float)
     acc = float(np.mean([s["accuracy"]["mean"] for s in runs]))
+    delta_differs = None
     if len(d) >= 2:
         h = stats.t.ppf(0.975, len(d) - 1) * d.std(ddof=1) / np.sqrt(len(d))
         delta_differs = not (d.mean() - h <= ref["dpsgd"] <= d.mean() + h)
-    else:
-        delta_differs = None
     acc_differs = None if "dpsgd_accuracy" not in ref else abs(acc - ref["dpsgd_accuracy"]) * 100 > 1.0
+    parts = []
+    if delta_differs:
+        parts.append(f"Δ {d.mean():.2f} vs the paper's {ref['dpsgd']:.2f} pp")
+    if acc_differs:
+        parts.append(f"accuracy {100 * acc:.2f} vs {100 * ref['dpsgd_accuracy']:.2f}%")
+    agrees = [w for w, x in (("Δ", delta_differs), ("accuracy", acc_differs)) if x is False]
     return {"delta": float(d.mean()), "paper_delta": ref["dpsgd"], "accuracy": acc,
-            "paper_accuracy": ref.get("dpsgd_accuracy"), "differs": bool(delta_differs or acc_differs)}
+            "paper_accuracy": ref.get("dpsgd_accuracy"), "differs": "; ".join(parts), "agrees": agrees}
 
 
 def _verdict_text(r: pd.Series, base: dict | None) -> str:
@@ -92,43 +115,52 @@ def _verdict_text(r: pd.Series, base: dict | None) -> str:
     if v == "not a like-for-like test":
         why = ("a degenerate arm" if r.degenerate_dpsgd or r.degenerate_rule else
                f"accuracies more than {LIKE_FOR_LIKE_PP:g} pp apart")
-        v += f" ({why}: DP-SGD {100 * r.accuracy_dpsgd:.1f}%, rule {100 * r.accuracy_rule:.1f}%)"
-    elif v == "not detected" and r.mde_cross_fit is not None:
-        v += f" (detectable: ±{r.mde_cross_fit:.2f} pp)"
+        v += (f" ({why}: DP-SGD {100 * r.accuracy_dpsgd:.1f}%, rule {100 * r.accuracy_rule:.1f}%; balanced "
+              f"{100 * r.balanced_dpsgd:.1f}%, {100 * r.balanced_rule:.1f}%)")
+    elif v == "not detected" and r.mde is not None:
+        v += f" (detectable at 80% power: ±{r.mde:.2f} pp)"
+    elif v == "depends on the estimator":
+        v += f" ({depends_detail(r)})"
     elif v == "too few seeds":
-        v += f" ({r.seeds} of {MIN_SEEDS})"
+        v += f" ({min(r.n_cross_fit, r.n_in_sample)} of {MIN_SEEDS})"
+    if r.verdict != "not a like-for-like test" and r.seeds < r.get("seeds_target", 0):
+        v += f"; provisional: {r.seeds} of the {r.seeds_target} seeds this cell needs"
     if base and base["differs"] and r.verdict in ("reproduced", "contradicted", "not detected",
                                                   "depends on the estimator"):
-        v += (f"; DP-SGD's baseline differs from the paper's (Δ {base['delta']:.2f} vs {base['paper_delta']:.2f} pp"
-              + ("" if base["paper_accuracy"] is None else
-                 f", accuracy {100 * base['accuracy']:.2f} vs {100 * base['paper_accuracy']:.2f}%") + ")")
+        v += f"; DP-SGD's baseline differs from the paper's ({base['differs']})"
     return v
 
 
 def claims_first_screen(summaries_dir: Path, profile: Path) -> str:
     """The question, the bold answer, a sentence per rule, and the paper's three quoted claims."""
-    df, summaries = _table(summaries_dir)
+    df, summaries = claims_frame(summaries_dir, profile)
     cells = expected_cells(profile)
     have = set() if df.empty else {(r.dataset, r.model, r.epsilon) for r in df.itertuples() if r.seeds >= MIN_SEEDS}
-    status = (f"{len(have)} of the profile's {len(cells)} cells have at least {MIN_SEEDS} paired seeds so far"
+    status = (f"{len(have)} of the profile's {len(cells)} cells {'has' if len(have) == 1 else 'have'} at least "
+              f"{MIN_SEEDS} paired seeds so far"
               + ("" if len(have) == len(cells) else " (the campaign goes on; the others are listed below)"))
     if df.empty:
         return ("<div class='findings'><h2>Does DP-SGD-S lower the group disparity Δ, as the paper claims?</h2>"
                 f"<p><b>Not yet decided: no run of the claims campaign is stored.</b> {status}.</p></div>")
     paper = df[df.rule == "dpsgd_s_paper"]
     v = paper.verdict.value_counts()
-    tested = int(sum(v.get(k, 0) for k in ("reproduced", "contradicted", "not detected",
-                                            "depends on the estimator")))
     low, up, same, dep = (int(v.get(k, 0)) for k in ("reproduced", "contradicted", "not detected",
                                                     "depends on the estimator"))
+    tested = low + up + same + dep
     if tested == 0:
         answer = "Not yet decided: no cell has a like-for-like test with enough seeds."
     else:
-        reading = ("the paper's broad claim holds in these cells" if low == tested else
-                   "the paper's broad claim does not hold in these cells" if low == 0 else
-                   "the paper's broad claim holds in some cells only")
-        answer = (f"At the paper's design, the paper's rule made DP lowers Δ in {low} of {tested} tested cells, "
-                  f"raises it in {up}, leaves it unchanged in {same}, and {dep} depend on the estimator: {reading}.")
+        if up:
+            reading = f"the claim is contradicted in {up} of them"
+        elif low == tested:
+            reading = "the claimed fall is found in every tested cell"
+        elif low == 0:
+            reading = "the claimed fall is not established in any tested cell (not evidence of no effect)"
+        else:
+            reading = f"the claimed fall is found in {low} of {tested} tested cells"
+        answer = (f"So far ({len(have)} of {len(cells)} cells), the paper's rule made DP lowers Δ under both "
+                  f"estimators in {low} of the {tested} tested cells, raises it in {up}, shows no detectable change "
+                  f"in {same}, and in {dep} the two estimators disagree: {reading}.")
     sentences = "".join(f"<li>{html.escape(s)}</li>" for s in rule_sentences(df, RULE_NAMES))
     rows = []
     for cell, ref in PAPER_QUOTED.items():
@@ -136,7 +168,9 @@ def claims_first_screen(summaries_dir: Path, profile: Path) -> str:
         head = (f"<td>{_label(*cell[:2])}, ε = {cell[2]:g}</td><td>{ref['dpsgd']:.2f} → {ref['dpsgd_s']:.2f} "
                 f"({ref['dpsgd_s'] - ref['dpsgd']:+.2f})</td>")
         if r.empty:
-            rows.append(f"<tr>{head}<td colspan='4'>not run yet (the gpu profile or a later campaign part)</td></tr>")
+            later = ("not in the CPU campaign yet: its SD pilot first, the full cell on the gpu profile"
+                     if cell[1] != "lr" else "not run yet (a later part of the campaign)")
+            rows.append(f"<tr>{head}<td colspan='4'>{later}</td></tr>")
             continue
         r = r.iloc[0]
         rows.append(f"<tr>{head}<td>{_diff(r, 'in_sample')}</td><td>{_diff(r, 'cross_fit')}</td><td>{r.seeds}</td>"
@@ -145,8 +179,8 @@ def claims_first_screen(summaries_dir: Path, profile: Path) -> str:
         "<div class='findings'><h2>Does DP-SGD-S lower the group disparity Δ, as the paper claims?</h2>"
         f"<p><b>{html.escape(answer)}</b> {html.escape(status)}.</p><ul>{sentences}</ul>"
         "<table id='quoted-claims'><caption>The paper's three quoted claims (ε = 10): Δ(paper's rule made DP) − "
-        "Δ(DP-SGD) in pp, paired by seed, with its Bonferroni-adjusted interval over the whole claims table and the "
-        f"Holm-adjusted paired t p. Design: {DESIGN}.</caption><tr><th>claim</th><th>paper Δ (pp)</th>"
+        "Δ(DP-SGD) in pp, paired by seed, with its interval and paired t p Bonferroni-adjusted over the claims table's "
+        f"{len(cells) * len(RULE_ORDER)} rows. Design: {DESIGN}.</caption><tr><th>claim</th><th>paper Δ (pp)</th>"
         "<th>in-sample (paper's estimator)</th><th>cross-fitted</th><th>seeds</th><th>verdict</th></tr>"
         f"{''.join(rows)}</table>"
         "<p class='small'>Δ: max − min over groups of the mean per-record membership advantage (pp). The full "
@@ -156,7 +190,7 @@ def claims_first_screen(summaries_dir: Path, profile: Path) -> str:
 def claims_section(summaries_dir: Path, profile: Path) -> str:
     """The paper's Tables 4-6 side by side: every cell × rule with both estimators, the verdict, per-group clipped
     fractions, accounting and the campaign's cost."""
-    df, summaries = _table(summaries_dir)
+    df, summaries = claims_frame(summaries_dir, profile)
     cells = expected_cells(profile)
     if df.empty:
         return "<h2 id='claims'>The paper's claims, cell by cell</h2><p>No claims run stored yet.</p>"
@@ -184,18 +218,21 @@ def claims_section(summaries_dir: Path, profile: Path) -> str:
                 f"<td class='verdict'><b>{html.escape(_verdict_text(row, base))}</b>"
                 f"<div class='small'>clipped (rule): {clip or '—'}</div></td></tr>")
         rows.append(f"<tr class='acct'><td colspan='10'>{acct}</td></tr>")
-    k = len(df)
+    k = int(df.family.iloc[0])
     cost = _cost(summaries)
     return (
         "<h2 id='claims'>The paper's claims, cell by cell (its Tables 4-6 side by side)</h2>"
         f"<p>Each row compares a DP-SGD-S rule with DP-SGD over the same seeds (same audit designs and sampling "
         f"streams). Design: {DESIGN}. Both estimators of Δ are shown: the paper's in-sample PA-ALOOA (biased upward "
         "under no leakage, by the same amount for every group) and the cross-fitted one. Intervals are paired t "
-        f"intervals over seeds at the Bonferroni level 1 − 0.05/{k} (the table's {k} rows); p-values are paired t "
-        f"tests, Holm-adjusted over the table's rows, one family per estimator. A verdict needs ≥ {MIN_SEEDS} seeds, "
-        f"no degenerate arm and mean accuracies within {LIKE_FOR_LIKE_PP:g} pp; <b>reproduced</b> (Δ lower) or "
-        "<b>contradicted</b> (Δ higher) needs both estimators to agree, else <b>depends on the estimator</b>; "
-        "<b>not detected</b> gives the smallest change 80% power would detect (cross-fitted). The paper's Δ is "
+        f"intervals over seeds at the Bonferroni level 1 − 0.05/{k}, and p-values paired t tests times {k}: the "
+        f"family is fixed in advance, every cell of the profile × the three rules ({k} rows), not the rows run so "
+        f"far; the Holm-adjusted p is in the CSV. A verdict needs ≥ {MIN_SEEDS} seeds, no degenerate arm, and mean "
+        f"accuracies and balanced accuracies within {LIKE_FOR_LIKE_PP:g} pp; <b>reproduced</b> (Δ lower) or "
+        "<b>contradicted</b> (Δ higher) needs both estimators' intervals to exclude 0 on the same side, else "
+        "<b>depends on the estimator</b>; <b>not detected</b> gives the smallest change 80% power would detect at "
+        "this level (the larger of the two estimators'), and is not evidence of no effect. A cell short of the seeds "
+        "its stopping rule asks for is marked provisional. The paper's Δ is "
         "quoted where its text gives one (in-sample); elsewhere it claims a lower Δ. The grey line under each cell is "
         "its accounting. Every row with every column: <a href='claims_table.csv'>claims_table.csv</a>."
         "</p><table><caption>DP-SGD-S rule − DP-SGD, per cell: Δ pp (DP-SGD / rule, cross-fitted), the paired "
@@ -239,10 +276,10 @@ def _cost(summaries: list[dict]) -> str:
             f"run (s)</th></tr>{rows}</table></details>")
 
 
-def write_claims_csv(summaries_dir: Path, out: Path) -> Path:
+def write_claims_csv(summaries_dir: Path, out: Path, profile: Path) -> Path:
     from .atomic import write_text
 
-    df, _ = _table(summaries_dir)
+    df, _ = claims_frame(summaries_dir, profile)
     if not df.empty:
         df = df.assign(clipped_dpsgd=df.clipped_dpsgd.map(str), clipped_rule=df.clipped_rule.map(str))
     write_text(out, df.to_csv(index=False, float_format="%.6g"))

@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from fairdp_core.audit.verdicts import claims_table, degenerate, load_summaries
+from fairdp_core.audit.verdicts import claims_table, degenerate
 from fairdp_core.cli import use_profile
 from fairdp_core.config import load_params
 
@@ -75,21 +75,36 @@ def test_committed_summaries_come_from_history_and_the_profile(claims_params):
         assert s["plan_sha256"] == plan_hash(plan), s["run"]
 
 
+def _tracked_summaries() -> list[Path]:
+    out = subprocess.run(["git", "ls-files", "reports/paper/claims"], cwd=ROOT, capture_output=True, text=True,
+                         check=True).stdout.split()
+    return [ROOT / p for p in out]
+
+
 def test_index_verdicts_recompute_from_the_committed_summaries():
-    """Every verdict the committed index prints in its claims table is the one claims_table computes from the
-    committed summaries, and reports/claims_table.csv holds the same rows."""
+    """Every row of the committed index's claims table (verdict, both estimators' differences and Bonferroni
+    intervals, seeds) is what claims_frame computes from the committed summaries (git-tracked only: a campaign may
+    be writing new ones), and reports/claims_table.csv holds the same rows."""
     import pandas as pd
 
-    df = claims_table(load_summaries(SUMMARIES))
+    from fairdp_core.claims_report import claims_frame
+
+    df, _ = claims_frame(SUMMARIES, ROOT / "profiles" / "claims.yaml", files=_tracked_summaries())
     page = (ROOT / "reports" / "index.html").read_text()
-    rows = dict(re.findall(r"<tr data-key='([^']+)'>.*?<td class='verdict'><b>([^<]*)</b>", page))
+    rows = dict(re.findall(r"<tr data-key='([^']+)'>(.*?)</tr>", page))
     assert len(rows) == len(df)
     for r in df.itertuples():
-        key = f"{r.dataset}|{r.model}|{r.epsilon:g}|{r.rule}"
-        assert rows[key].replace("&#x27;", "'").startswith(r.verdict), (key, rows[key], r.verdict)
+        html = rows[f"{r.dataset}|{r.model}|{r.epsilon:g}|{r.rule}"]
+        verdict = re.search(r"<td class='verdict'><b>([^<]*)</b>", html).group(1)
+        assert verdict.startswith(r.verdict), (html, r.verdict)
+        for est in ("cross_fit", "in_sample"):
+            lo, hi = getattr(r, f"lo_bonf_{est}"), getattr(r, f"hi_bonf_{est}")
+            assert f"{getattr(r, f'diff_{est}'):+.3f} [{lo:+.3f}, {hi:+.3f}]" in html, (est, html)
+        assert f"<td>{r.seeds}</td>" in html
     if len(df):
         csv = pd.read_csv(ROOT / "reports" / "claims_table.csv")
         assert list(csv.verdict) == list(df.verdict)
+        assert np.allclose(csv.diff_cross_fit, df.diff_cross_fit, rtol=1e-5)
 
 
 def _run(ds, alg, seed, d_cf, d_in, acc=0.85, eps=10.0, top=0.7, balanced=0.8):
@@ -198,7 +213,7 @@ def test_a_direction_is_never_stated_beside_an_interval_that_holds_zero():
     """Holm can reject where the Bonferroni interval printed beside it still holds 0: such a row reads unchanged,
     so "reproduced" always comes with intervals below 0 under both estimators (and "contradicted" above)."""
     rng = np.random.default_rng(3)
-    for trial in range(30):
+    for _trial in range(30):
         rows = []
         for c in range(6):
             effect = rng.normal(0, 0.15)
@@ -213,3 +228,110 @@ def test_a_direction_is_never_stated_beside_an_interval_that_holds_zero():
                 assert r.lo_bonf_cross_fit > 0 and r.lo_bonf_in_sample > 0
             if r.category_cross_fit == "unchanged":
                 assert not (r.p_holm_cross_fit < 0.05 and (r.hi_bonf_cross_fit < 0 or r.lo_bonf_cross_fit > 0))
+
+
+def test_the_comparison_is_paired_by_seed():
+    """DP-SGD's Δ varies a lot between seeds and the rule follows it 0.1 pp lower: only a paired test finds the
+    fall (an unpaired comparison, or seeds mis-paired, would not)."""
+    rows = []
+    for s in range(8):
+        base = 1.0 + 0.5 * (s % 4)
+        rows += [_run("adult", "dpsgd", s, base, base),
+                 _run("adult", "dpsgd_s_paper", s, base - 0.1 + 0.005 * (s % 2), base - 0.1 - 0.005 * (s % 2))]
+    df = claims_table(rows)
+    assert df.verdict.tolist() == ["reproduced"] and df.diff_cross_fit.iloc[0] == pytest.approx(-0.1 + 0.0025)
+
+
+def test_boundaries_six_seeds_and_two_points():
+    assert claims_table(_bank(-0.3, -0.3, seeds=6)).verdict.tolist() == ["reproduced"]
+    assert claims_table(_bank(-0.3, -0.3, acc_rule=0.87)).verdict.tolist() == ["reproduced"]  # exactly 2 pp
+    assert claims_table(_bank(-0.3, -0.3, acc_rule=0.8701)).verdict.tolist() == ["not a like-for-like test"]
+
+
+def test_a_degenerate_dpsgd_seed_or_balanced_gap_voids_the_test():
+    rows = _bank(-0.3, -0.3)
+    rows[0]["accuracy"]["largest_predicted_class_share"] = 0.995  # DP-SGD's seed 0 predicts one class
+    assert claims_table(rows).verdict.tolist() == ["not a like-for-like test"]
+    rows = _bank(-0.3, -0.3)
+    for r in rows:
+        if r["algorithm"] == "dpsgd_s_paper":
+            r["accuracy"]["balanced"] = 0.77  # same accuracy, 3 pp lower balanced accuracy
+    assert claims_table(rows).verdict.tolist() == ["not a like-for-like test"]
+    with pytest.raises(ValueError, match="degenerate"):
+        degenerate({"mean": 0.8})
+
+
+def test_a_missing_delta_drops_that_seed_from_both_arms():
+    rows = _bank(-0.3, -0.3, seeds=8)
+    rows[1]["attacks"]["alooa_cross_fit"]["delta_pp"] = None  # the rule's seed 0, as jsonable writes a NaN
+    df = claims_table(rows)
+    assert df.n_cross_fit.iloc[0] == 7 and df.n_in_sample.iloc[0] == 8 and df.verdict.tolist() == ["reproduced"]
+    rows = _bank(-0.3, -0.3, seeds=6)
+    rows[1]["attacks"]["alooa_cross_fit"]["delta_pp"] = float("nan")
+    assert claims_table(rows).verdict.tolist() == ["too few seeds"]
+
+
+def test_seeds_needed_is_blind_to_which_arm_is_which():
+    """The seed rule reads sqrt(mean d²) and the pooled Δ: swapping the arms gives the same answer, and a hand case
+    (every |d| = 0.1 pp, pooled Δ 1.0 pp, target 0.2 pp: SD/target = 0.5) needs the 6-seed minimum, while |d| = 0.2
+    (SD/target = 1) needs 10 (noncentral t, 80% power at α = 0.05)."""
+    from fairdp_core.claims import seeds_needed
+
+    def part(dd):
+        out = []
+        for s, d in enumerate(dd):
+            out += [_run("law", "dpsgd", s, 1.0 - d / 2, 1.0 - d / 2), _run("law", "dpsgd_s_paper", s, 1.0 + d / 2,
+                                                                              1.0 + d / 2)]
+        return out
+
+    assert seeds_needed(part([0.1, -0.1] * 3))["seeds"] == 6
+    assert seeds_needed(part([0.2, -0.2] * 3))["seeds"] == 10
+    assert seeds_needed(part([0.2, 0.2] * 3)) == seeds_needed(part([-0.2, -0.2] * 3))  # blind to the sign
+    assert seeds_needed(part([1.0, -1.0] * 3))["seeds"] == 16  # capped
+
+
+def test_run_part_runs_seed_by_seed_until_its_target(monkeypatch, claims_params, tmp_path):
+    """With a stubbed run (no training): 6 seeds of 4 arms first, then the blinded target; an SGD part stops at its
+    2 seeds; a part already run is read back, never rerun."""
+    import fairdp_core.claims as claims
+
+    calls = []
+
+    def fake(params, name, part, summaries, *, commit, progress=True):
+        r = params.runs[name]
+        d = {"dpsgd": 0.0, "dpsgd_s_paper": 0.2 * (1 if r.seed % 2 else -1)}.get(r.algorithm, 0.0)
+        s = {**_run(r.dataset, r.algorithm, r.seed, 1.0 + d, 1.0 + d), "run": name, "plan_sha256": "x",
+             "numerics": claims.NUMERICS_VERSION, "wall_s": {"train": 0, "attack": 0, "total": 0}}
+        calls.append(name)
+        claims.summary_path(summaries, name).write_text(json.dumps(s))
+        return s
+
+    monkeypatch.setattr(claims, "run_one", fake)
+    monkeypatch.setattr(claims, "plan_hash", lambda plan: "x")
+    got = claims.run_part(claims_params, "law_paper-lr-e10", tmp_path, commit="c", log=lambda m: None)
+    seeds = sorted({s["seed"] for s in got})
+    assert seeds == list(range(10)) and len(calls) == 4 * 10  # |d| = 0.2, pooled Δ 1.0: 10 seeds
+    assert [n.split("-")[-1] for n in calls[:4]] == ["s0"] * 4  # every arm of a seed before the next seed
+    calls.clear()
+    claims.run_part(claims_params, "law_paper-lr-e10", tmp_path, commit="c", log=lambda m: None)
+    assert calls == []  # nothing rerun
+    assert len(claims.run_part(claims_params, "law_paper-lr-sgd", tmp_path, commit="c", log=lambda m: None)) == 2
+
+
+def test_the_answer_when_nothing_is_detected():
+    """Golden text: every tested cell 'not detected' is said as not established, never as refuted."""
+    import html
+    import tempfile
+
+    from fairdp_core.claims_report import claims_first_screen
+
+    with tempfile.TemporaryDirectory() as tmp:
+        for s in _bank(0.0, 0.0, noise=0.2):
+            s = {**s, "dataset": "law_paper", "wall_s": {"train": 1, "signals": 0, "attack": 1, "overhead": 0,
+                                                          "total": 2}, "part": "p",
+                 "accounting": {"sampling": "poisson", "accountant": "rdp", "delta": 1e-5}}
+            (Path(tmp) / f"{s['algorithm']}-{s['seed']}.json").write_text(json.dumps(s))
+        page = html.unescape(claims_first_screen(Path(tmp), ROOT / "profiles" / "claims.yaml"))
+    assert ("So far (1 of 10 cells), the paper's rule made DP lowers Δ under both estimators in 0 of the 1 tested "
+            "cells, raises it in 0, shows no detectable change in 1, and in 0 the two estimators disagree: the "
+            "claimed fall is not established in any tested cell (not evidence of no effect).") in page

@@ -2,18 +2,22 @@
 
 A *cell* is dataset × model × ε; a *row* is a cell and one DP-SGD-S rule, compared with DP-SGD over the seeds both
 ran (same audit designs and sampling streams: paired). Per row and per estimator of Δ (the cross-fitted PA-ALOOA
-and the paper's in-sample one): the mean paired difference Δ(rule) − Δ(DP-SGD) in pp, the paired t test's p,
-Holm-adjusted over every row of the table (one family per estimator), and the t interval at the Bonferroni level
-1 − α/k for the table's k rows; the exact sign-flip p beside them, unadjusted. A row's category per estimator:
-*lowers* or *raises* Δ where the Holm-adjusted p < α and the Bonferroni interval excludes 0 on that side, else
-*unchanged* (with the smallest effect 80% power would detect at its seeds). Its verdict:
+and the paper's in-sample one): the mean paired difference Δ(rule) − Δ(DP-SGD) in pp and the paired t test. The
+family is fixed in advance: every cell of the claims profile × the three rules (``family``, default: the rows
+present), so that adding a cell never changes a finished cell's verdict for that reason. What decides is the
+Bonferroni test over that family: the t interval at level 1 − α/k and p_Bonferroni = min(1, k·p); the Holm-adjusted
+p is reported beside it (it rejects wherever Bonferroni does, sometimes more) but decides nothing, so that a
+reader never sees a direction beside an interval that holds 0. The exact sign-flip p is kept, unadjusted.
 
-- **not a like-for-like test** where either arm is degenerate (:func:`degenerate`) or their mean test accuracies
-  differ by more than 2 pp: no reproduced/contradicted verdict, whatever Δ does;
-- **too few seeds** below 6 paired seeds;
-- **depends on the estimator** where the two estimators' categories differ;
+A row's category per estimator: *lowers* or *raises* Δ where its Bonferroni interval excludes 0 on that side, else
+*no change detected* (with the smallest change 80% power would detect at α/k). Its verdict:
+
+- **not a like-for-like test** where either arm is degenerate (:func:`degenerate`) or the arms' mean test
+  accuracies, or their mean balanced accuracies, differ by more than 2 pp: no reproduced/contradicted verdict;
+- **too few seeds** below 6 paired seeds with a finite Δ;
+- **depends on the estimator** where the two estimators' categories differ (the row says which found what);
 - otherwise the shared category, read against the paper's claim (a lower Δ): **reproduced** (lowers),
-  **contradicted** (raises), **not detected** (unchanged).
+  **contradicted** (raises), **not detected** (no change detected: not evidence of no effect).
 """
 
 from __future__ import annotations
@@ -27,13 +31,14 @@ from scipy import stats
 
 from .stats import holm, paired_seed_comparison
 
-__all__ = ["ESTIMATORS", "LIKE_FOR_LIKE_PP", "MIN_SEEDS", "PAPER_QUOTED", "claims_table", "degenerate",
+__all__ = ["ESTIMATORS", "LIKE_FOR_LIKE_PP", "MIN_SEEDS", "PAPER_QUOTED", "RULE_ORDER", "claims_table", "degenerate",
            "load_summaries", "rule_sentences"]
 
 ESTIMATORS = {"cross_fit": "alooa_cross_fit", "in_sample": "alooa_in_sample"}
 LIKE_FOR_LIKE_PP = 2.0
 MIN_SEEDS = 6
 RULE_ORDER = ("dpsgd_s_paper", "dpsgd_s", "dpsgd_s_paper_code")
+CATEGORY_WORDS = {"lowers": "lowers Δ", "raises": "raises Δ", "unchanged": "no change detected"}
 # The paper's quoted Δ (pp, DP-SGD → DP-SGD-S, its in-sample estimator, mean over 5 seeds) and DP-SGD accuracy, at
 # ε = 10; every other cell of its Tables 4-6 is summarised in its text as "DP-SGD-S lowers Δ".
 PAPER_QUOTED = {
@@ -43,44 +48,51 @@ PAPER_QUOTED = {
 }
 
 
-def degenerate(accuracy: dict) -> bool:
-    """A model that has not learned the task: ≥ 99% of its test predictions in one class, or balanced accuracy below
-    0.52 (``accuracy``: a train stage's accuracy block, ``largest_predicted_class_share`` and ``balanced``)."""
-    top = accuracy.get("largest_predicted_class_share")
-    bal = accuracy.get("balanced")
-    return bool((top is not None and top >= 0.99) or (bal is not None and bal < 0.52))
+def degenerate(accuracy: dict, n_classes: int = 2) -> bool:
+    """A model that has not learned the task: ≥ 99% of its test predictions in one class, or balanced accuracy
+    below chance + 0.02 (1/K + 0.02 for K classes). ``accuracy``: a train stage's accuracy block; a block without
+    ``largest_predicted_class_share`` or ``balanced`` is an error, not "not degenerate"."""
+    missing = [k for k in ("largest_predicted_class_share", "balanced") if accuracy.get(k) is None]
+    if missing:
+        raise ValueError(f"accuracy block without {', '.join(missing)}: cannot tell whether the model is degenerate")
+    return bool(accuracy["largest_predicted_class_share"] >= 0.99 or accuracy["balanced"] < 1 / n_classes + 0.02)
 
 
-def load_summaries(directory: str | Path, *, numerics: int | None = None) -> list[dict]:
-    """Every run summary in ``directory`` of one numerics version (``numerics``, default the newest present)."""
-    out = [json.loads(p.read_text()) for p in sorted(Path(directory).glob("*.json"))]
+def load_summaries(directory: str | Path, *, numerics: int | None = None, files: list[Path] | None = None
+                   ) -> list[dict]:
+    """Every run summary in ``directory`` (or the given ``files``) of one numerics version (``numerics``, default
+    the newest present)."""
+    paths = files if files is not None else sorted(Path(directory).glob("*.json"))
+    out = [json.loads(Path(p).read_text()) for p in paths]
     if not out:
         return []
     version = numerics if numerics is not None else max(s["numerics"] for s in out)
     return [s for s in out if s["numerics"] == version]
 
 
-def _category(p_holm: float | None, lo: float, hi: float, alpha: float) -> str:
-    """Lowers (raises) Δ only where the Holm-adjusted p is below ``alpha`` AND the Bonferroni interval printed
-    beside it lies below (above) 0: a reader never sees "lowers" next to an interval that holds 0."""
-    if p_holm is None or not np.isfinite(p_holm) or p_holm >= alpha or not (np.isfinite(lo) and np.isfinite(hi)):
+def _category(lo: float, hi: float) -> str:
+    if not (np.isfinite(lo) and np.isfinite(hi)):
         return "unchanged"
-    if hi < 0:
-        return "lowers"
-    if lo > 0:
-        return "raises"
-    return "unchanged"
+    return "lowers" if hi < 0 else "raises" if lo > 0 else "unchanged"
 
 
-def _mde(sd: float | None, n: int, alpha: float = 0.05, power: float = 0.8) -> float | None:
+def _mde(sd: float | None, n: int, alpha: float, power: float = 0.8) -> float | None:
+    """The smallest |change| a paired two-sided t test at ``alpha`` detects with ``power`` from ``n`` seeds."""
     if sd is None or n < 2 or not np.isfinite(sd):
         return None
     return float((stats.t.ppf(1 - alpha / 2, n - 1) + stats.t.ppf(power, n - 1)) * sd / np.sqrt(n))
 
 
-def claims_table(summaries: list[dict], *, alpha: float = 0.05) -> pd.DataFrame:
+def _delta(s: dict, attack: str) -> float:
+    v = s["attacks"][attack]["delta_pp"]
+    return float("nan") if v is None else float(v)
+
+
+def claims_table(summaries: list[dict], *, alpha: float = 0.05, family: int | None = None) -> pd.DataFrame:
     """One row per cell × DP-SGD-S rule: accuracies, Δ of both arms, the paired differences under both estimators
-    with Holm-adjusted p and Bonferroni interval, the per-estimator categories and the verdict (module docstring)."""
+    with the Bonferroni interval and p over a family of ``family`` rows (default: the rows present), the Holm p, the
+    per-estimator categories and the verdict (module docstring). A seed whose Δ is missing in either arm is left out
+    of that estimator's pairs (``n_<estimator>`` says how many were used)."""
     dp = [s for s in summaries if s["algorithm"] != "sgd"]
     by = {(s["dataset"], s["model"], float(s["epsilon"]), s["algorithm"], s["seed"]): s for s in dp}
     cells = sorted({k[:3] for k in by}, key=lambda c: (c[0], c[1], -c[2]))
@@ -92,47 +104,66 @@ def claims_table(summaries: list[dict], *, alpha: float = 0.05) -> pd.DataFrame:
             seeds = sorted(set(base) & set(arm))
             if not seeds:
                 continue
-            acc_b = np.mean([base[s]["accuracy"]["mean"] for s in seeds])
-            acc_r = np.mean([arm[s]["accuracy"]["mean"] for s in seeds])
+            n_classes = len(base[seeds[0]].get("class_names") or [0, 1])
             row = {"dataset": cell[0], "model": cell[1], "epsilon": cell[2], "rule": rule, "seeds": len(seeds),
-                   "accuracy_dpsgd": float(acc_b), "accuracy_rule": float(acc_r),
-                   "degenerate_dpsgd": any(degenerate(base[s]["accuracy"]) for s in seeds),
-                   "degenerate_rule": any(degenerate(arm[s]["accuracy"]) for s in seeds),
+                   "accuracy_dpsgd": float(np.mean([base[s]["accuracy"]["mean"] for s in seeds])),
+                   "accuracy_rule": float(np.mean([arm[s]["accuracy"]["mean"] for s in seeds])),
+                   "balanced_dpsgd": float(np.mean([base[s]["accuracy"]["balanced"] for s in seeds])),
+                   "balanced_rule": float(np.mean([arm[s]["accuracy"]["balanced"] for s in seeds])),
+                   "degenerate_dpsgd": any(degenerate(base[s]["accuracy"], n_classes) for s in seeds),
+                   "degenerate_rule": any(degenerate(arm[s]["accuracy"], n_classes) for s in seeds),
                    "clipped_dpsgd": _clipped(base, seeds), "clipped_rule": _clipped(arm, seeds)}
             for est, attack in ESTIMATORS.items():
-                a = np.array([arm[s]["attacks"][attack]["delta_pp"] for s in seeds])
-                b = np.array([base[s]["attacks"][attack]["delta_pp"] for s in seeds])
-                r = paired_seed_comparison(a, b, alpha=alpha)
+                a = np.array([_delta(arm[s], attack) for s in seeds])
+                b = np.array([_delta(base[s], attack) for s in seeds])
+                ok = np.isfinite(a) & np.isfinite(b)
+                a, b = a[ok], b[ok]
                 d = a - b
-                p_t = float(stats.ttest_1samp(d, 0.0).pvalue) if len(d) >= 2 and d.std() > 0 else None
-                row.update({f"delta_dpsgd_{est}": float(b.mean()), f"delta_rule_{est}": float(a.mean()),
-                            f"diff_{est}": r["mean_diff"], f"sd_{est}": r["sd"], f"p_t_{est}": p_t,
-                            f"p_sign_flip_{est}": r["p_sign_flip"], f"mde_{est}": _mde(r["sd"], len(seeds), alpha)})
+                r = paired_seed_comparison(a, b, alpha=alpha) if len(d) else {"mean_diff": float("nan"), "sd": None,
+                                                                              "p_sign_flip": None}
+                sd = r["sd"]
+                if len(d) < 2 or sd is None:
+                    p_t = None
+                elif sd == 0:  # every seed the same difference: p 0 unless that difference is 0
+                    p_t = 1.0 if d[0] == 0 else 0.0
+                else:
+                    p_t = float(stats.ttest_1samp(d, 0.0).pvalue)
+                row.update({f"n_{est}": int(len(d)), f"delta_dpsgd_{est}": float(b.mean()) if len(b) else np.nan,
+                            f"delta_rule_{est}": float(a.mean()) if len(a) else np.nan,
+                            f"diff_{est}": r["mean_diff"], f"sd_{est}": sd, f"p_t_{est}": p_t,
+                            f"p_sign_flip_{est}": r["p_sign_flip"]})
             rows.append(row)
     df = pd.DataFrame(rows)
     if df.empty:
         return df
-    k = len(df)
+    k = max(family or 0, len(df))
     for est in ESTIMATORS:
-        df[f"p_holm_{est}"] = holm(df[f"p_t_{est}"].astype(float).to_numpy())
-        lo, hi = [], []
+        p = df[f"p_t_{est}"].astype(float).to_numpy()
+        df[f"p_bonf_{est}"] = np.minimum(1.0, k * p)
+        # Holm over the family: the rows not yet run enter with p = 1 (they cannot be rejected)
+        df[f"p_holm_{est}"] = holm(np.concatenate([p, np.ones(k - len(p))]))[:len(p)]
+        lo, hi, mde = [], [], []
         for _, r in df.iterrows():
-            n, sd = r["seeds"], r[f"sd_{est}"]
+            n, sd = r[f"n_{est}"], r[f"sd_{est}"]
             if n < 2 or sd is None or not np.isfinite(sd):
                 lo.append(np.nan)
                 hi.append(np.nan)
+                mde.append(None)
                 continue
             h = stats.t.ppf(1 - alpha / (2 * k), n - 1) * sd / np.sqrt(n)
             lo.append(r[f"diff_{est}"] - h)
             hi.append(r[f"diff_{est}"] + h)
-        df[f"lo_bonf_{est}"], df[f"hi_bonf_{est}"] = lo, hi
-        df[f"category_{est}"] = [_category(p, lo_, hi_, alpha) for p, lo_, hi_ in
-                                 zip(df[f"p_holm_{est}"], df[f"lo_bonf_{est}"], df[f"hi_bonf_{est}"])]
-    df["like_for_like"] = (~df.degenerate_dpsgd & ~df.degenerate_rule
-                           & ((df.accuracy_rule - df.accuracy_dpsgd).abs() * 100 <= LIKE_FOR_LIKE_PP))
+            mde.append(_mde(sd, n, alpha / k))
+        df[f"lo_bonf_{est}"], df[f"hi_bonf_{est}"], df[f"mde_{est}"] = lo, hi, mde
+        df[f"category_{est}"] = [_category(a, b) for a, b in zip(df[f"lo_bonf_{est}"], df[f"hi_bonf_{est}"])]
+    df["mde"] = [max((m for m in (a, b) if m is not None), default=None)
+                 for a, b in zip(df.mde_cross_fit, df.mde_in_sample)]
+    gap = 100 * np.maximum((df.accuracy_rule - df.accuracy_dpsgd).abs(), (df.balanced_rule - df.balanced_dpsgd).abs())
+    df["like_for_like"] = ~df.degenerate_dpsgd & ~df.degenerate_rule & (gap <= LIKE_FOR_LIKE_PP + 1e-9)
     df["verdict"] = [_verdict(r) for _, r in df.iterrows()]
     df["category"] = [r.category_cross_fit if r.category_cross_fit == r.category_in_sample else "depends"
                       for _, r in df.iterrows()]
+    df["family"] = k
     df["bonferroni_level"] = 1 - alpha / k
     return df
 
@@ -148,11 +179,17 @@ def _clipped(runs: dict, seeds: list) -> dict | None:
 def _verdict(r: pd.Series) -> str:
     if not r.like_for_like:
         return "not a like-for-like test"
-    if r.seeds < MIN_SEEDS:
+    if min(r.n_cross_fit, r.n_in_sample) < MIN_SEEDS:
         return "too few seeds"
     if r.category_cross_fit != r.category_in_sample:
         return "depends on the estimator"
     return {"lowers": "reproduced", "raises": "contradicted", "unchanged": "not detected"}[r.category_cross_fit]
+
+
+def depends_detail(r: pd.Series) -> str:
+    """What each estimator found, for a row whose estimators disagree."""
+    return (f"cross-fitted: {CATEGORY_WORDS[r.category_cross_fit]}; in-sample: "
+            f"{CATEGORY_WORDS[r.category_in_sample]}")
 
 
 def _n(k: int, noun: str) -> str:
@@ -160,8 +197,8 @@ def _n(k: int, noun: str) -> str:
 
 
 def rule_sentences(df: pd.DataFrame, labels: dict[str, str]) -> list[str]:
-    """One sentence per rule: of its cells with a verdict, how many lower, raise or leave Δ unchanged under both
-    estimators, how many depend on the estimator, and how many are not like-for-like tests."""
+    """One sentence per rule: of its cells with a verdict, in how many both estimators find a lower Δ, a higher
+    one, no change, how many depend on the estimator, and how many are not like-for-like tests."""
     out = []
     for rule in RULE_ORDER:
         g = df[df.rule == rule]
@@ -169,11 +206,11 @@ def rule_sentences(df: pd.DataFrame, labels: dict[str, str]) -> list[str]:
             continue
         v = g.verdict.value_counts()
         tested = int(len(g) - v.get("not a like-for-like test", 0) - v.get("too few seeds", 0))
-        out.append(f"{labels.get(rule, rule)}: of {_n(len(g), 'cell')}, {tested} "
+        out.append(f"{labels.get(rule, rule)}: of {_n(len(g), 'cell')} run, {tested} "
                    f"{'is a like-for-like test' if tested == 1 else 'are like-for-like tests'} with at least "
-                   f"{MIN_SEEDS} seeds; it lowers Δ in {v.get('reproduced', 0)}, raises it in "
-                   f"{v.get('contradicted', 0)}, leaves it unchanged in {v.get('not detected', 0)} and "
-                   f"{v.get('depends on the estimator', 0)} depend on the estimator"
+                   f"{MIN_SEEDS} seeds; Δ lower in {v.get('reproduced', 0)}, higher in {v.get('contradicted', 0)}, "
+                   f"no change detected in {v.get('not detected', 0)}, and depending on the estimator in "
+                   f"{v.get('depends on the estimator', 0)}"
                    + (f"; {v.get('not a like-for-like test', 0)} not like-for-like" if v.get(
                        "not a like-for-like test", 0) else "")
                    + (f"; {v.get('too few seeds', 0)} with too few seeds so far" if v.get("too few seeds", 0)

@@ -19,7 +19,7 @@ def write_index(params):
     from ..reporting import build_index
 
     claims_dir, profile = params.resolve("reports/paper/claims"), params.resolve("profiles/claims.yaml")
-    write_claims_csv(claims_dir, params.resolve("reports") / "claims_table.csv")
+    write_claims_csv(claims_dir, params.resolve("reports") / "claims_table.csv", profile)
     return build_index(params, first_screen=claims_first_screen(claims_dir, profile),
                        claims=claims_section(claims_dir, profile))
 
