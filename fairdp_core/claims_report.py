@@ -173,8 +173,13 @@ def claims_first_screen(summaries_dir: Path, profile: Path) -> str:
             rows.append(f"<tr>{head}<td colspan='4'>{later}</td></tr>")
             continue
         r = r.iloc[0]
+        effect = ref["dpsgd_s"] - ref["dpsgd"]
+        lo, hi = r.lo_bonf_in_sample, r.hi_bonf_in_sample
+        size = ("" if not (np.isfinite(lo) and np.isfinite(hi)) else
+                f"; the paper's {effect:+.2f} pp lies outside this study's in-sample interval" if not lo <= effect <= hi
+                else f"; the paper's {effect:+.2f} pp lies inside this study's in-sample interval")
         rows.append(f"<tr>{head}<td>{_diff(r, 'in_sample')}</td><td>{_diff(r, 'cross_fit')}</td><td>{r.seeds}</td>"
-                    f"<td><b>{html.escape(_verdict_text(r, _baseline(summaries, cell)))}</b></td></tr>")
+                    f"<td><b>{html.escape(_verdict_text(r, _baseline(summaries, cell)))}</b>{html.escape(size)}</td></tr>")
     return (
         "<div class='findings'><h2>Does DP-SGD-S lower the group disparity Δ, as the paper claims?</h2>"
         f"<p><b>{html.escape(answer)}</b> {html.escape(status)}.</p><ul>{sentences}</ul>"
@@ -217,7 +222,7 @@ def claims_section(summaries_dir: Path, profile: Path) -> str:
                 f"<td>{100 * r.accuracy_dpsgd:.1f} / {100 * r.accuracy_rule:.1f}</td><td>{r.seeds}</td>"
                 f"<td class='verdict'><b>{html.escape(_verdict_text(row, base))}</b>"
                 f"<div class='small'>clipped (rule): {clip or '—'}</div></td></tr>")
-        rows.append(f"<tr class='acct'><td colspan='10'>{acct}</td></tr>")
+        rows.append(f"<tr class='acct'><td colspan='10'>{_baseline_line(summaries, cell, base)} {acct}</td></tr>")
     k = int(df.family.iloc[0])
     cost = _cost(summaries)
     return (
@@ -241,6 +246,22 @@ def claims_section(summaries_dir: Path, profile: Path) -> str:
         "<tr><th>dataset · model</th><th>ε</th><th>rule</th><th>paper Δ</th><th>Δ pp</th><th>difference, "
         "cross-fitted</th><th>difference, in-sample</th><th>accuracy %</th><th>seeds</th><th>verdict</th></tr>"
         f"{''.join(rows)}</table>{cost}")
+
+
+def _baseline_line(summaries: list[dict], cell: tuple, base: dict | None) -> str:
+    """This cell's DP-SGD baseline beside the paper's: Δ (in-sample, the paper's estimator) and accuracy."""
+    runs = [s for s in summaries if (s["dataset"], s["model"], float(s["epsilon"] or 0), s["algorithm"])
+            == (*cell, "dpsgd")]
+    if not runs:
+        return ""
+    d = np.mean([s["attacks"]["alooa_in_sample"]["delta_pp"] for s in runs])
+    acc = np.mean([s["accuracy"]["mean"] for s in runs])
+    ref = PAPER_QUOTED.get(cell, {})
+    paper_d = f" (paper {ref['dpsgd']:.2f})" if "dpsgd" in ref else " (the paper quotes none)"
+    paper_a = f" (paper {100 * ref['dpsgd_accuracy']:.2f}%)" if "dpsgd_accuracy" in ref else ""
+    verdict = "" if not base else ("; differs from the paper's: " + base["differs"] if base["differs"] else
+                                   "; agrees with the paper's (" + ", ".join(base["agrees"]) + ")")
+    return (f"DP-SGD baseline: Δ {d:.2f} pp in-sample{paper_d}, accuracy {100 * acc:.2f}%{paper_a}{verdict}.")
 
 
 def _accounting(summaries: list[dict], cell: tuple) -> str:
