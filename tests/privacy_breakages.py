@@ -238,6 +238,10 @@ BREAKAGES = (
              '"epsilon": eps,', '"epsilon": spec.target_epsilon or eps,'),
     Breakage("custom audit: the Opacus fallback trains without noise", "fairdp_core/custom.py",
              "noise_multiplier=sigma, max_grad_norm=spec.clip", "noise_multiplier=0.0, max_grad_norm=spec.clip"),
+    Breakage("custom audit: the Opacus fallback clips at half the bound it accounts for", "fairdp_core/custom.py",
+             "noise_multiplier=sigma, max_grad_norm=spec.clip,", "noise_multiplier=sigma, max_grad_norm=spec.clip / 2,"),
+    Breakage("custom audit: the Opacus fallback accounts at q = B/n, not the 1/⌈n/B⌉ its sampler uses",
+             "fairdp_core/custom.py", "q = 1.0 / len(loader)", "q = spec.batch_size / len(idx)"),
 )
 
 

@@ -270,3 +270,45 @@ def test_audit_csv_custom_module_function(csv, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     res = audit_csv(csv, label="label", group="colour", model="mynets:small", R=2, epochs=2, progress=False)
     assert res.summary["spec"]["model"] == "custom" and len(res.table()) == 2
+
+
+def test_the_opacus_fallback_samples_and_noises_as_it_accounts():
+    """The fallback's own mechanism, measured (not its accounting restated): records are Poisson-sampled at the q it
+    charges (mean batch size q·n), and with inputs that give every per-sample gradient zero each step moves the
+    weights by pure noise of std lr·σ·C / (q·n), fresh at every step (no correlation between steps). A sampler at
+    B/n instead of 1/⌈n/B⌉, noise at another scale, or a reused noise draw fails here."""
+    from fairdp_core.custom import _train_opacus
+    from fairdp_core.engine import TrainSpec
+
+    n, B, lr, C = 300, 32, 0.5, 2.0
+    X = np.zeros((n, 6), dtype=np.float32)
+    y = np.arange(n) % 2
+    spec = TrainSpec(algorithm="dpsgd", model="lr", epochs=30, batch_size=B, lr=lr, clip=C, target_epsilon=4.0,
+                     delta=1e-5, accountant="rdp")
+    sizes, weights = [], []
+
+    def factory():
+        lin = nn.Linear(6, 2, bias=False)
+
+        def hook(mod, inp):
+            sizes.append(inp[0].shape[0])
+            weights.append(mod.weight.detach().clone())
+        lin.register_forward_pre_hook(hook)
+        return nn.Sequential(lin)
+
+    torch.manual_seed(0)
+    models, acct = _train_opacus(factory, X, y, np.ones((1, n), dtype=bool), spec, seed=3, progress=False)
+    a = acct[0]
+    q = 1 / int(np.ceil(n / B))
+    assert a["sample_rate"] == pytest.approx(q) and a["steps_taken"] == a["steps"] == round(30 / q)
+    sizes = np.array(sizes, dtype=float)
+    assert len(sizes) == a["steps"]
+    se = np.sqrt(n * q * (1 - q) / len(sizes))
+    assert abs(sizes.mean() - n * q) < 4 * se, (sizes.mean(), n * q, se)  # B/n would be 6 SE away
+    steps = torch.stack(weights)
+    delta = (steps[1:] - steps[:-1]).reshape(len(steps) - 1, -1).numpy()
+    want = lr * a["sigma_applied"] * C / (n * q)
+    assert delta.std() == pytest.approx(want, rel=0.05), (delta.std(), want)
+    r = np.corrcoef(delta[1:].ravel(), delta[:-1].ravel())[0, 1]
+    assert abs(r) < 4 / np.sqrt(delta[1:].size), r  # fresh noise at every step
+    assert a["epsilon"] <= 4.0 + 1e-6 and a["sigma_applied"] == pytest.approx(a["sigma_g"])
