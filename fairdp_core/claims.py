@@ -28,9 +28,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-import numpy as np
-
 from .atomic import write_text
+from .audit.verdicts import seeds_needed
 from .config import ConfigError, Params
 from .versions import package_versions
 
@@ -44,9 +43,6 @@ NUMERICS_VERSION = 1
 # null-corrected PA-ALOOA estimator and PA-GBA are left out (together half the attack stage at m = n).
 CLAIMS_ATTACKS = ("alooa_cross_fit", "alooa_in_sample", "ga", "lira_online", "lira_offline", "rmia")
 DP_RULES = ("dpsgd_s_paper", "dpsgd_s", "dpsgd_s_paper_code")
-# The rule whose spread sets a cell's seed count: the one that decides the paper's claim
-POWER_RULES = ("dpsgd_s_paper",)
-ESTIMATORS = {"cross_fit": "alooa_cross_fit", "in_sample": "alooa_in_sample"}
 
 
 def _part_of(run: dict) -> str:
@@ -162,38 +158,6 @@ def run_one(params: Params, name: str, part: str, summaries: Path, *, commit: st
     }
     write_text(summary_path(summaries, name), json.dumps(jsonable(out), indent=1) + "\n")
     return out
-
-
-def seeds_needed(summaries: list[dict], *, effect_share: float = 0.2, min_seeds: int = 6, max_seeds: int = 16,
-                 rules: tuple[str, ...] = POWER_RULES) -> dict[str, object]:
-    """The seeds a part needs, estimated blind to which arm is which (so that the re-estimation does not inflate
-    the type I error of the paired test): per rule and estimator, the uncentred second moment of the per-seed
-    differences Δ(rule) − Δ(DP-SGD), sqrt(mean d²), against ``effect_share`` × the mean Δ of both arms pooled; the
-    seeds a paired t test needs for 80% power there (at α = 0.05), the largest over rules and estimators, capped."""
-    from .reporting import seeds_for_power
-
-    by = {(s["algorithm"], s["seed"]): s for s in summaries}
-    seeds = sorted({s for a, s in by if a == "dpsgd"})
-    need, detail = min_seeds, {}
-    for est, attack in ESTIMATORS.items():
-        for rule in rules:
-            paired = [s for s in seeds if (rule, s) in by]
-            if len(paired) < 2:
-                continue
-            a = np.array([by[(rule, s)]["attacks"][attack]["delta_pp"] for s in paired], dtype=float)
-            b = np.array([by[("dpsgd", s)]["attacks"][attack]["delta_pp"] for s in paired], dtype=float)
-            ok = np.isfinite(a) & np.isfinite(b)
-            if ok.sum() < 2:
-                continue
-            d = a[ok] - b[ok]
-            sd = float(np.sqrt(np.mean(d ** 2)))
-            target = effect_share * abs(float(np.mean((a[ok] + b[ok]) / 2)))
-            if target <= 0:
-                continue
-            n = seeds_for_power(sd, target, max_seeds=max_seeds)
-            detail[f"{rule}/{est}"] = {"sd_pp": sd, "target_pp": target, "seeds": n}
-            need = max(need, max_seeds if n is None else n)
-    return {"seeds": min(need, max_seeds), "detail": detail}
 
 
 def run_part(params: Params, part: str, summaries: Path, *, commit: str, min_seeds: int = 6,

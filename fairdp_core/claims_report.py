@@ -21,6 +21,7 @@ from .audit.verdicts import (
     depends_detail,
     load_summaries,
     rule_sentences,
+    seeds_needed,
 )
 from .results import DATASET_LABELS, MODEL_LABELS
 
@@ -57,8 +58,6 @@ def claims_frame(summaries_dir: Path, profile: Path, files: list[Path] | None = 
     """The claims table over the family fixed in advance (every cell of the profile × the three rules), with each
     cell's seed target (the campaign's stopping rule) beside its seeds; and the summaries it was computed from
     (``files``: only these summaries)."""
-    from .claims import seeds_needed
-
     s = load_summaries(summaries_dir, files=files)
     df = claims_table(s, family=len(expected_cells(profile)) * len(RULE_ORDER))
     if not df.empty:

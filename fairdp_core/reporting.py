@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 
 from .atomic import write_text as _atomic_write
-from .audit.stats import holm, paired_seed_comparison, pool_over_seeds, seed_mean_interval
+from .audit.stats import holm, paired_seed_comparison, pool_over_seeds, seed_mean_interval, seeds_for_power
 from .config import ConfigError, Params
 from .results import (
     ALGORITHM_LABELS,
@@ -59,23 +59,6 @@ PAPER_REPORTED = {
 STATISTICS_VERSION = "crossed-variance-v1"
 # The paper's effects at ε = 10 (DP-SGD-S − DP-SGD, pp), for power: Adult, Law, MNIST-CNN.
 PAPER_EFFECTS_PP = {"adult-lr": 0.17 - 0.27, "law-lr": 0.41 - 0.59, "mnist-cnn": 2.91 - 3.54}
-
-
-def seeds_for_power(sd_diff: float, effect: float, *, alpha: float = 0.05, power: float = 0.8,
-                    max_seeds: int = 10_000) -> int | None:
-    """The fewest seeds S for which a paired two-sided t test at ``alpha`` detects ``effect`` with ``power``, given
-    the SD of the per-seed differences (noncentral t; at least 6 so the exact sign-flip test can also reach 0.05)."""
-    from scipy import stats as st
-
-    if not sd_diff or sd_diff <= 0:
-        return 6
-    for S in range(6, max_seeds + 1):
-        nc = abs(effect) / sd_diff * S ** 0.5
-        tc = st.t.ppf(1 - alpha / 2, S - 1)
-        lower = st.nct.cdf(-tc, S - 1, nc)  # NaN far in the tail (scipy): it is 0 there
-        if st.nct.sf(tc, S - 1, nc) + (0.0 if np.isnan(lower) else lower) >= power:
-            return S
-    return None
 
 
 def minimal_detectable_effect(sd_diff: float, seeds: int, *, alpha: float = 0.05, power: float = 0.8) -> float:

@@ -19,6 +19,7 @@ from .attacks import pair_folds
 
 __all__ = [
     "clopper_pearson",
+    "seeds_for_power",
     "delta_pp",
     "epsilon_lb_from_counts",
     "effective_n",
@@ -325,3 +326,20 @@ def paired_group_difference(adv_a: np.ndarray, adv_b: np.ndarray, group: np.ndar
         rows.append({"group": k, "change": float(dk.mean()), "lo": float(np.quantile(boots, q)),
                      "hi": float(np.quantile(boots, 1 - q)), "n": len(dk)})
     return pd.DataFrame(rows)
+
+
+def seeds_for_power(sd_diff: float, effect: float, *, alpha: float = 0.05, power: float = 0.8,
+                    max_seeds: int = 10_000) -> int | None:
+    """The fewest seeds S for which a paired two-sided t test at ``alpha`` detects ``effect`` with ``power``, given
+    the SD of the per-seed differences (noncentral t; at least 6 so the exact sign-flip test can also reach 0.05)."""
+    from scipy import stats as st
+
+    if not sd_diff or sd_diff <= 0:
+        return 6
+    for S in range(6, max_seeds + 1):
+        nc = abs(effect) / sd_diff * S ** 0.5
+        tc = st.t.ppf(1 - alpha / 2, S - 1)
+        lower = st.nct.cdf(-tc, S - 1, nc)  # NaN far in the tail (scipy): it is 0 there
+        if st.nct.sf(tc, S - 1, nc) + (0.0 if np.isnan(lower) else lower) >= power:
+            return S
+    return None

@@ -29,15 +29,17 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from .stats import holm, paired_seed_comparison
+from .stats import holm, paired_seed_comparison, seeds_for_power
 
-__all__ = ["ESTIMATORS", "LIKE_FOR_LIKE_PP", "MIN_SEEDS", "PAPER_QUOTED", "RULE_ORDER", "claims_table", "degenerate",
-           "load_summaries", "rule_sentences"]
+__all__ = ["ESTIMATORS", "LIKE_FOR_LIKE_PP", "MIN_SEEDS", "PAPER_QUOTED", "POWER_RULES", "RULE_ORDER", "claims_table",
+           "degenerate", "load_summaries", "rule_sentences", "seeds_needed"]
 
 ESTIMATORS = {"cross_fit": "alooa_cross_fit", "in_sample": "alooa_in_sample"}
 LIKE_FOR_LIKE_PP = 2.0
 MIN_SEEDS = 6
 RULE_ORDER = ("dpsgd_s_paper", "dpsgd_s", "dpsgd_s_paper_code")
+# The rule whose spread sets a cell's seed count in the claims campaign: the one that decides the paper's claim
+POWER_RULES = ("dpsgd_s_paper",)
 CATEGORY_WORDS = {"lowers": "lowers Δ", "raises": "raises Δ", "unchanged": "no change detected"}
 # The paper's quoted Δ (pp, DP-SGD → DP-SGD-S, its in-sample estimator, mean over 5 seeds) and DP-SGD accuracy, at
 # ε = 10; every other cell of its Tables 4-6 is summarised in its text as "DP-SGD-S lowers Δ".
@@ -216,3 +218,33 @@ def rule_sentences(df: pd.DataFrame, labels: dict[str, str]) -> list[str]:
                    + (f"; {v.get('too few seeds', 0)} with too few seeds so far" if v.get("too few seeds", 0)
                       else "") + ".")
     return out
+
+
+def seeds_needed(summaries: list[dict], *, effect_share: float = 0.2, min_seeds: int = 6, max_seeds: int = 16,
+                 rules: tuple[str, ...] = POWER_RULES) -> dict[str, object]:
+    """The seeds a part needs, estimated blind to which arm is which (so that the re-estimation does not inflate
+    the type I error of the paired test): per rule and estimator, the uncentred second moment of the per-seed
+    differences Δ(rule) − Δ(DP-SGD), sqrt(mean d²), against ``effect_share`` × the mean Δ of both arms pooled; the
+    seeds a paired t test needs for 80% power there (at α = 0.05), the largest over rules and estimators, capped."""
+    by = {(s["algorithm"], s["seed"]): s for s in summaries}
+    seeds = sorted({s for a, s in by if a == "dpsgd"})
+    need, detail = min_seeds, {}
+    for est, attack in ESTIMATORS.items():
+        for rule in rules:
+            paired = [s for s in seeds if (rule, s) in by]
+            if len(paired) < 2:
+                continue
+            a = np.array([by[(rule, s)]["attacks"][attack]["delta_pp"] for s in paired], dtype=float)
+            b = np.array([by[("dpsgd", s)]["attacks"][attack]["delta_pp"] for s in paired], dtype=float)
+            ok = np.isfinite(a) & np.isfinite(b)
+            if ok.sum() < 2:
+                continue
+            d = a[ok] - b[ok]
+            sd = float(np.sqrt(np.mean(d ** 2)))
+            target = effect_share * abs(float(np.mean((a[ok] + b[ok]) / 2)))
+            if target <= 0:
+                continue
+            n = seeds_for_power(sd, target, max_seeds=max_seeds)
+            detail[f"{rule}/{est}"] = {"sd_pp": sd, "target_pp": target, "seeds": n}
+            need = max(need, max_seeds if n is None else n)
+    return {"seeds": min(need, max_seeds), "detail": detail}
