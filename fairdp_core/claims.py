@@ -33,7 +33,7 @@ from .audit.verdicts import seeds_needed
 from .config import ConfigError, Params
 from .versions import package_versions
 
-__all__ = ["CLAIMS_ATTACKS", "NUMERICS_VERSION", "DP_RULES", "part_runs", "parts", "plan_hash", "run_part",
+__all__ = ["CLAIMS_ATTACKS", "NUMERICS_VERSION", "part_runs", "parts", "plan_hash", "run_part",
            "seeds_needed", "summary_path"]
 
 # The bits a bank is trained to: bumped whenever a change to the engine changes a trained bank's bytes
@@ -42,7 +42,6 @@ NUMERICS_VERSION = 1
 # The attacks the claims profile runs: the two estimators every verdict shows, and the cheap reference attacks. The
 # null-corrected PA-ALOOA estimator and PA-GBA are left out (together half the attack stage at m = n).
 CLAIMS_ATTACKS = ("alooa_cross_fit", "alooa_in_sample", "ga", "lira_online", "lira_offline", "rmia")
-DP_RULES = ("dpsgd_s_paper", "dpsgd_s", "dpsgd_s_paper_code")
 
 
 def _part_of(run: dict) -> str:
@@ -138,7 +137,7 @@ def run_one(params: Params, name: str, part: str, summaries: Path, *, commit: st
     train_wall = time.perf_counter() - t0
     tim = json.loads((params.resolve("results/timings") / f"train-{name}.json").read_text())
     t0 = time.perf_counter()
-    summary, atim = run_attack(name, params.resolve("results/audit") / name, plan=plan["attack"], train_dir=train_dir,
+    summary, _ = run_attack(name, params.resolve("results/audit") / name, plan=plan["attack"], train_dir=train_dir,
                                design_path=design_path, attacks=CLAIMS_ATTACKS)
     attack_wall = time.perf_counter() - t0
     total = time.perf_counter() - t_all

@@ -82,14 +82,19 @@ def _diff(r: pd.Series, est: str) -> str:
     return f"{_pp(r[f'diff_{est}'], 3)}{ci}" + ("" if not np.isfinite(p) else f", p<sub>Bonf</sub> = {p:.2g}")
 
 
+def _dpsgd_runs(summaries: list[dict], cell: tuple) -> list[dict]:
+    """The DP-SGD runs of one cell (dataset, model, ε)."""
+    return [s for s in summaries if (s["dataset"], s["model"], float(s["epsilon"] or 0), s["algorithm"])
+            == (*cell, "dpsgd")]
+
+
 def _baseline(summaries: list[dict], cell: tuple) -> dict | None:
     """This study's DP-SGD Δ (in-sample, the paper's estimator) and accuracy against the paper's quoted ones: Δ
     differs where the paper's value is outside our 95% t interval over seeds (the paper's own spread is not
     published, so this reads our uncertainty only), accuracy where they differ by more than 1 pp; None where it
     cannot be checked."""
     ref = PAPER_QUOTED.get(cell)
-    runs = [s for s in summaries if (s["dataset"], s["model"], float(s["epsilon"] or 0), s["algorithm"])
-            == (*cell, "dpsgd")]
+    runs = _dpsgd_runs(summaries, cell)
     if ref is None or not runs:
         return None
     d = np.array([s["attacks"]["alooa_in_sample"]["delta_pp"] for s in runs], dtype=float)
@@ -130,9 +135,10 @@ def _verdict_text(r: pd.Series, base: dict | None) -> str:
     return v
 
 
-def claims_first_screen(summaries_dir: Path, profile: Path) -> str:
-    """The question, the bold answer, a sentence per rule, and the paper's three quoted claims."""
-    df, summaries = claims_frame(summaries_dir, profile)
+def claims_first_screen(summaries_dir: Path, profile: Path, frame: tuple | None = None) -> str:
+    """The question, the bold answer, a sentence per rule, and the paper's three quoted claims (``frame``:
+    :func:`claims_frame`'s result, when the caller has it already)."""
+    df, summaries = frame or claims_frame(summaries_dir, profile)
     cells = expected_cells(profile)
     have = set() if df.empty else {(r.dataset, r.model, r.epsilon) for r in df.itertuples() if r.seeds >= MIN_SEEDS}
     status = (f"{len(have)} of the profile's {len(cells)} cells {'has' if len(have) == 1 else 'have'} at least "
@@ -191,10 +197,10 @@ def claims_first_screen(summaries_dir: Path, profile: Path) -> str:
         "table, every dataset and ε, is <a href='#claims'>below</a>.</p></div>")
 
 
-def claims_section(summaries_dir: Path, profile: Path) -> str:
+def claims_section(summaries_dir: Path, profile: Path, frame: tuple | None = None) -> str:
     """The paper's Tables 4-6 side by side: every cell × rule with both estimators, the verdict, per-group clipped
     fractions, accounting and the campaign's cost."""
-    df, summaries = claims_frame(summaries_dir, profile)
+    df, summaries = frame or claims_frame(summaries_dir, profile)
     cells = expected_cells(profile)
     if df.empty:
         return "<h2 id='claims'>The paper's claims, cell by cell</h2><p>No claims run stored yet.</p>"
@@ -278,8 +284,7 @@ def _bound_check(summaries: list[dict]) -> str:
 
 def _baseline_line(summaries: list[dict], cell: tuple, base: dict | None) -> str:
     """This cell's DP-SGD baseline beside the paper's: Δ (in-sample, the paper's estimator) and accuracy."""
-    runs = [s for s in summaries if (s["dataset"], s["model"], float(s["epsilon"] or 0), s["algorithm"])
-            == (*cell, "dpsgd")]
+    runs = _dpsgd_runs(summaries, cell)
     if not runs:
         return ""
     d = np.mean([s["attacks"]["alooa_in_sample"]["delta_pp"] for s in runs])
@@ -325,10 +330,10 @@ def _cost(summaries: list[dict]) -> str:
             f"run (s)</th></tr>{rows}</table></details>")
 
 
-def write_claims_csv(summaries_dir: Path, out: Path, profile: Path) -> Path:
+def write_claims_csv(summaries_dir: Path, out: Path, profile: Path, frame: tuple | None = None) -> Path:
     from .atomic import write_text
 
-    df, _ = claims_frame(summaries_dir, profile)
+    df, _ = frame or claims_frame(summaries_dir, profile)
     if not df.empty:
         df = df.assign(clipped_dpsgd=df.clipped_dpsgd.map(str), clipped_rule=df.clipped_rule.map(str))
     write_text(out, df.to_csv(index=False, float_format="%.6g"))

@@ -15,13 +15,14 @@ __all__ = ["main", "write_index"]
 
 def write_index(params):
     """Render the claims sections and build the index around them; returns the index's path."""
-    from ..claims_report import claims_first_screen, claims_section, write_claims_csv
+    from ..claims_report import claims_first_screen, claims_frame, claims_section, write_claims_csv
     from ..reporting import build_index
 
     claims_dir, profile = params.resolve("reports/paper/claims"), params.resolve("profiles/claims.yaml")
-    write_claims_csv(claims_dir, params.resolve("reports") / "claims_table.csv", profile)
-    return build_index(params, first_screen=claims_first_screen(claims_dir, profile),
-                       claims=claims_section(claims_dir, profile))
+    frame = claims_frame(claims_dir, profile)  # read and computed once for the three renderings
+    write_claims_csv(claims_dir, params.resolve("reports") / "claims_table.csv", profile, frame=frame)
+    return build_index(params, first_screen=claims_first_screen(claims_dir, profile, frame=frame),
+                       claims=claims_section(claims_dir, profile, frame=frame))
 
 
 def main(argv: list[str] | None = None) -> int:
