@@ -77,7 +77,7 @@ def study_params(params: Params, datasets: list[str] | tuple[str, ...], *, seeds
     missing = [d for d in datasets if not (prepared / d / "meta.json").is_file()]
     if missing:
         raise FileNotFoundError(f"clip study: no prepared data for {', '.join(map(repr, missing))} under {prepared} "
-                                f"(prepare it first: dvc repro prepare@{missing[0]})")
+                                f"(prepare it first: python -m fairdp_core.stages.prepare {missing[0]})")
     if seeds < 2:
         raise ValueError(f"clip study: seeds = {seeds}; the paired comparison over seeds needs at least 2")
     runs = dict(params.runs)

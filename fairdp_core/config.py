@@ -532,6 +532,7 @@ class Params(_Strict):
     synth: SynthConfig = Field(default_factory=SynthConfig)
     runs: dict[str, RunSpec] = Field(default_factory=dict)
     designs: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    prepare: list[str] | None = None  # generated: the datasets some stage reads (used_datasets)
     base_dir: Path = Field(default=Path("."), exclude=True)
 
     @model_validator(mode="after")
@@ -571,6 +572,9 @@ class Params(_Strict):
             raise ValueError(f"runs/designs ({GENERATED_FILE}): out of date with grid and sweep; regenerate them with "
                              "`fairdp grid --write` (make repro does this). For an experiment on a grid or sweep key "
                              "use `fairdp exp run -S KEY=VALUE`, which regenerates them, not `dvc exp run -S`")
+        if self.prepare is not None and self.prepare != used_datasets(self):
+            raise ValueError(f"prepare ({GENERATED_FILE}): out of date with the datasets the stages read; regenerate "
+                             "it with `fairdp grid --write` (make repro does this)")
         return self
 
     def resolve(self, path: str | os.PathLike) -> Path:
@@ -608,6 +612,17 @@ def expected_designs(runs: dict[str, dict]) -> dict[str, dict[str, Any]]:
     for r in runs.values():
         out[design_key(r["dataset"], r["seed"])] = {"dataset": r["dataset"], "seed": r["seed"]}
     return dict(sorted(out.items()))
+
+
+def used_datasets(p: Params) -> list[str]:
+    """The datasets some stage of the pipeline reads, in data.datasets' order: the runs' (grid and sweep), the
+    beyond-membership stages' (attribute, inversion and the evaluator pools of its datasets, utility), the synthetic-data stages' and
+    the quickstart's MNIST. Only these are prepared (dvc.yaml's prepare stage iterates over them)."""
+    b = p.beyond
+    pools = {pool for ds, pool in b.inversion.evaluator_pool.items() if ds in b.inversion.datasets}
+    used = {r.dataset for r in p.runs.values()} | set(b.attribute.datasets) | set(b.inversion.datasets) | pools | \
+        {u.dataset for u in b.utility} | set(p.synth.datasets) | {"mnist"}
+    return [d for d in p.data.datasets if d in used]
 
 
 def _format(err: ValidationError, file: Path) -> str:
@@ -662,17 +677,21 @@ def load_params(path: str | os.PathLike = "params.yaml", generated: str | os.Pat
     ConfigError naming the file and key path on any problem."""
     file = Path(path)
     raw = _read_yaml(file, "params")
-    for k in ("runs", "designs"):
+    for k in ("runs", "designs", "prepare"):
         if k in raw:
-            raise ConfigError(f"{file}: '{k}': generated into {GENERATED_FILE} by `fairdp grid --write` from grid and "
-                              "sweep; remove it from params.yaml")
+            raise ConfigError(f"{file}: '{k}': generated into {GENERATED_FILE} by `fairdp grid --write` from "
+                              "params.yaml; remove it from params.yaml")
     gen_file = Path(generated) if generated is not None else generated_path(file)
     gen = _read_yaml(gen_file, "the generated runs") if gen_file.is_file() else {}
-    unknown = set(gen) - {"runs", "designs"}
+    unknown = set(gen) - {"runs", "designs", "prepare"}
     if unknown:
-        raise ConfigError(f"{gen_file}: unknown keys {sorted(unknown)} (only runs and designs are generated)")
+        raise ConfigError(f"{gen_file}: unknown keys {sorted(unknown)} (only runs, designs and prepare are generated)")
+    if gen and "prepare" not in gen:
+        raise ConfigError(f"{gen_file}: no 'prepare' list (written by an older fairdp); regenerate it with "
+                          "`fairdp grid --write`")
     try:
         return Params.model_validate({**raw, **gen, "base_dir": file.resolve().parent})
     except ValidationError as e:
         raise ConfigError(_format(e, file).replace(f"{file}: runs", f"{gen_file}: runs")
-                          .replace(f"{file}: designs", f"{gen_file}: designs")) from None
+                          .replace(f"{file}: designs", f"{gen_file}: designs")
+                          .replace(f"{file}: prepare", f"{gen_file}: prepare")) from None

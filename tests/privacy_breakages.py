@@ -31,7 +31,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 SUITE = ["tests/test_privacy.py", "tests/test_rivals.py", "tests/test_paper_rule.py", "tests/test_engine.py",
-         "tests/test_opacus_compat.py", "tests/test_clip_tuning.py", "tests/test_custom.py", "tests/test_synth.py"]
+         "tests/test_opacus_compat.py", "tests/test_clip_tuning.py", "tests/test_custom.py", "tests/test_synth.py", "tests/test_side_paths.py"]
 
 
 @dataclass(frozen=True)
@@ -242,6 +242,21 @@ BREAKAGES = (
              "noise_multiplier=sigma, max_grad_norm=spec.clip,", "noise_multiplier=sigma, max_grad_norm=spec.clip / 2,"),
     Breakage("custom audit: the Opacus fallback accounts at q = B/n, not the 1/⌈n/B⌉ its sampler uses",
              "fairdp_core/custom.py", "q = 1.0 / len(loader)", "q = spec.batch_size / len(idx)"),
+    Breakage("engine: each pre-drawn noise step used twice within a block (small models)",
+             "fairdp_core/engine/trainer.py", "out = self._buf[self._t]", "out = self._buf[self._t // 2]"),
+    Breakage("DP-SGD-S Opacus optimizer: gradient noise at σ_eff (the counts' share not paid)",
+             "fairdp_core/opacus_compat.py",
+             "self.noise_multiplier, self.max_grad_norm = self.grad_noise_multiplier, float(self.bounds.max())",
+             "self.max_grad_norm = float(self.bounds.max())"),
+    Breakage("Global-Adapt Opacus optimizer: gradient noise at Z, not at C", "fairdp_core/opacus_compat.py",
+             "self.max_grad_norm = self.clip  # every scaled gradient has norm ≤ C",
+             "self.max_grad_norm = float(self.Z)"),
+    Breakage("tune_clip: the quantile released at 2 ε_q while ε_q is charged", "fairdp_core/clip_tuning.py",
+             "clip = dp_quantile(norms, quantile, epsilon_q,", "clip = dp_quantile(norms, quantile, 2 * epsilon_q,"),
+    Breakage("PRV accountant: an error margin of 0.1 (ε understated by up to 0.09)", "fairdp_core/engine/accounting.py",
+             "        return 0.01\n", "        return 0.1\n"),
+    Breakage("accountant: only the first mechanism of a composed history counted", "fairdp_core/engine/accounting.py",
+             "acc.history = list(history)", "acc.history = list(history)[:1]"),
 )
 
 

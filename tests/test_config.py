@@ -86,3 +86,36 @@ def test_cli_typo_fails_fast_and_writes_nothing(write_params, tmp_path):
     assert "data.datasets.adult.gruop: unknown key" in r.stderr and str(path) in r.stderr
     assert time.perf_counter() - t0 < 10
     assert not (tmp_path / "data").exists()
+
+
+def test_only_the_datasets_some_stage_reads_are_prepared(tmp_path):
+    """runs.yaml's prepare list (dvc.yaml's prepare stage iterates over it), by hand for the default and smoke
+    profiles: the default leaves out law (the eventual-pass task), law_paper_blind and UTKFace (no default stage
+    reads them); smoke prepares its grid's datasets, the blind Adult (attribute inference), MNIST's 60,000 (utility)
+    and UTKFace (inversion, no evaluator pool), not its bank, credit or COMPAS. Every profile's list holds its runs'
+    datasets and only configured ones."""
+    from fairdp_core.cli import use_profile
+
+    assert load_params(ROOT / "params.yaml").prepare == [
+        "adult", "bank", "credit", "law_paper", "compas", "mnist", "mnist_full", "adult_blind", "compas_blind",
+        "adult_small"]
+    for prof in sorted(f.stem for f in (ROOT / "profiles").glob("*.yaml")):
+        d = tmp_path / prof
+        d.mkdir()
+        use_profile(prof, d / "params.yaml", ROOT / "profiles")
+        p = load_params(d / "params.yaml")
+        assert {r.dataset for r in p.runs.values()} <= set(p.prepare) <= set(p.data.datasets), prof
+        if prof == "smoke":
+            assert p.prepare == ["adult", "law", "mnist", "mnist_full", "adult_blind", "utkface"]
+
+
+def test_a_stale_or_missing_prepare_list_is_one_line(write_params, tmp_path):
+    p = write_params()
+    gen = tmp_path / "runs.yaml"
+    text = gen.read_text()
+    gen.write_text(text.replace("\n- bank\n", "\n"))
+    with pytest.raises(ConfigError, match=r"runs\.yaml\): out of date with the datasets the stages read"):
+        load_params(p)
+    gen.write_text(text.split("\nprepare:")[0] + "\n")
+    with pytest.raises(ConfigError, match="no 'prepare' list"):
+        load_params(p)
