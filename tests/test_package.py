@@ -37,6 +37,9 @@ def _norm(req: str) -> str:
     return re.split(r"[<>=!~\[; ]", req.strip(), maxsplit=1)[0].lower().replace("_", "-")
 
 
+PIP_ONLY = {"dp-accounting"}  # no conda-forge build known; a test dependency only
+
+
 def test_environment_yml_matches_pyproject():
     py = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     extras = py["optional-dependencies"]
@@ -46,7 +49,7 @@ def test_environment_yml_matches_pyproject():
     for d in env["dependencies"]:
         if isinstance(d, dict):
             pip |= {_norm(r) for r in d["pip"] if not r.startswith("-e")}
-            assert not pip, f"environment.yml installs {pip} with pip: take them from conda-forge"
+            assert pip <= PIP_ONLY, f"environment.yml installs {pip - PIP_ONLY} with pip: take them from conda-forge"
         else:
             conda.add(_norm(d))
     conda.discard("python")
