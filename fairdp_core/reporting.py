@@ -25,6 +25,7 @@ from .results import (
     run_table,
     setting_label,
 )
+from .versions import package_versions
 
 __all__ = [
     "NOTEBOOKS",
@@ -160,9 +161,19 @@ def run_notebook(params: Params, name: str) -> Path:
     nb.metadata.pop("papermill", None)
     exporter = HTMLExporter(exclude_input=True, exclude_input_prompt=True, exclude_output_prompt=True)
     body, _ = exporter.from_notebook_node(nb)
+    body = body.replace("</body>", f'<p style="color:#666;font-size:0.85em;margin:2em">{provenance(params)}</p>\n'
+                        "</body>", 1)
     out = params.resolve("reports") / f"{name}.html"
     _atomic_write(out, body)
     return out
+
+
+def provenance(params: Params) -> str:
+    """One line, HTML: the profile, the commit and the versions of torch, opacus, numpy and fairdp that built a page."""
+    v = package_versions()
+    return (f"Profile <b>{html.escape(params.profile)}</b>, built from commit "
+            f"<code>{html.escape(_commit(params.base_dir))}</code> with "
+            + ", ".join(f"{k} {html.escape(x)}" for k, x in v.items()) + ".")
 
 
 def _commit(base: Path) -> str:
@@ -483,7 +494,7 @@ def build_index(params: Params, *, first_screen: str = "", claims: str = "") -> 
     page = f"""<!doctype html><html><head><meta charset="utf-8"><title>fairdp results</title>
 <style>{_INDEX_CSS}</style></head><body>
 <h1>fairdp: group privacy risk under DP-SGD and DP-SGD-S</h1>
-<p class="meta">Profile <b>{params.profile}</b>, built from commit <code>{html.escape(_commit(params.base_dir))}</code>.
+<p class="meta">{provenance(params)}
 {design} GPR: a group's mean per-record membership advantage (pp); Δ: max − min of the GPRs over groups (pp).
 <a href="#how-to-read">How to read these numbers</a>.</p>
 {first_screen}

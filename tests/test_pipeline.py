@@ -222,6 +222,9 @@ def test_audit_command_writes_every_artifact_atomically(law_smoke, monkeypatch, 
     s = json.loads((out / "summary.json").read_text())
     assert set(s["attacks"]) == {"alooa_cross_fit", "alooa_in_sample", "alooa_null_corrected", "ga", "gba",
                                  "lira_online", "lira_offline", "rmia"}
+    from fairdp_core.versions import package_versions
+
+    assert s["versions"] == package_versions() and set(s["versions"]) == {"torch", "opacus", "numpy", "fairdp"}
     acct = s["accounting"]
     assert acct["epsilon"] <= 10 and acct["accountant"] == "rdp" and acct["sampling"] == "poisson"
     assert {"sigma_g", "sample_rate", "steps", "delta"} <= set(acct)

@@ -66,6 +66,20 @@ def test_committed_reports_read_clean():
     assert check_reports(ROOT / "reports") == []
 
 
+def test_every_committed_page_names_the_commit_and_the_versions_that_built_it():
+    """Each page's provenance line (fairdp_core.reporting.provenance): profile, commit and the versions of torch,
+    opacus, numpy and fairdp."""
+    import re
+
+    pages = sorted((ROOT / "reports").glob("*.html"))
+    assert len(pages) == 8
+    for page in pages:
+        text = page.read_text()
+        line = re.search(r"Profile <b>\w+</b>, built from commit <code>[0-9a-f]{7,}[^<]*</code> with torch [^,]+, "
+                         r"opacus [^,]+, numpy [^,]+, fairdp [^.<]+[.\d]*\.", text)
+        assert line, f"{page.name}: no provenance line"
+
+
 def _tidy(labels, settings=("Adult · LR", "Law · LR"), eps=("ε = 1", "ε = 10")):
     rows = []
     for s in settings:

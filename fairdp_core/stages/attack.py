@@ -37,6 +37,7 @@ from ..audit.inference import (
 )
 from ..audit.stats import delta_pp, epsilon_lower_bound, gpr, pair_folds, tpr_at_fpr_clustered
 from ..config import load_params
+from ..versions import package_versions
 from . import jsonable, read_plan, write_timings
 
 __all__ = ["ATTACKS", "INTERVALS", "attack_bank", "main", "run_attack"]
@@ -174,7 +175,7 @@ def run_attack(name: str, out: str | os.PathLike, *, plan: dict, train_dir: str 
             "run": name, "spec": info["plan"]["spec"], "n_models": info["n_models"], "m": info["m"], "R": info["R"],
             "n_train": info["n_train"], "group_names": names, "accuracy": info["accuracy"],
             "accounting": info["accounting"], "clipping": info.get("clipping"), "attacks": attack_summary,
-            "low_fpr": low_fpr,
+            "low_fpr": low_fpr, "versions": package_versions(),
             "looa": None if looa is None else {
                 "n_targets": len(looa),
                 "corr_alooa": float(looa[["looa_cross_fit", "alooa_cross_fit"]].corr().iloc[0, 1])},
