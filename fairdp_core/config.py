@@ -616,8 +616,9 @@ def expected_designs(runs: dict[str, dict]) -> dict[str, dict[str, Any]]:
 
 def used_datasets(p: Params) -> list[str]:
     """The datasets some stage of the pipeline reads, in data.datasets' order: the runs' (grid and sweep), the
-    beyond-membership stages' (attribute, inversion and the evaluator pools of its datasets, utility), the synthetic-data stages' and
-    the quickstart's MNIST. Only these are prepared (dvc.yaml's prepare stage iterates over them)."""
+    beyond-membership stages' (attribute, inversion and the evaluator pools of its datasets, utility), the
+    synthetic-data stages' and the quickstart's MNIST. Only these are prepared (dvc.yaml's prepare stage iterates
+    over them)."""
     b = p.beyond
     pools = {pool for ds, pool in b.inversion.evaluator_pool.items() if ds in b.inversion.datasets}
     used = {r.dataset for r in p.runs.values()} | set(b.attribute.datasets) | set(b.inversion.datasets) | pools | \

@@ -49,7 +49,8 @@ from .versions import package_versions
 
 __all__ = ["CustomAudit", "audit_bank", "audit_csv", "audit_model", "correctness_labels", "load_model_spec"]
 
-ROC_ATTACKS = {"lira_online": "LiRA online", "rmia": "RMIA", "alooa": "loss (PA-ALOOA's signal)"}
+ROC_ATTACKS = {"lira_online": "LiRA online", "rmia": "RMIA", "rmia_offline": "RMIA offline",
+               "alooa": "loss (PA-ALOOA's signal)"}
 
 
 @dataclass
@@ -261,7 +262,8 @@ def audit_bank(loss: np.ndarray, membership: np.ndarray, groups: np.ndarray, *, 
     groups_df = groups_df.rename(columns={"group": "group_code"}).rename(columns={"group_name": "group"})[
         ["attack", "group", "n_records", "gpr_pp", "lo_pp", "hi_pp"]]
     # ROC per group over the (model, record) pairs: LiRA online, RMIA, and the raw loss
-    sig = {"lira_online": lira_scores(phi, mem, mode="online"), "rmia": rmia_scores(phi, mem), "alooa": -loss}
+    sig = {"lira_online": lira_scores(phi, mem, mode="online"), "rmia": rmia_scores(phi, mem),
+           "rmia_offline": rmia_scores(phi, mem, mode="offline"), "alooa": -loss}
     roc_rows = []
     for a, sc in sig.items():
         for k, name in enumerate(names):

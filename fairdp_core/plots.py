@@ -66,11 +66,12 @@ ALGORITHM_COLORS = {
 ATTACK_LABELS = {
     "alooa_cross_fit": "PA-ALOOA cross-fitted", "alooa_in_sample": "PA-ALOOA in-sample (paper)",
     "alooa_null_corrected": "PA-ALOOA null-corrected", "ga": "PA-GA", "gba": "PA-GBA",
-    "lira_online": "LiRA online", "lira_offline": "LiRA offline", "rmia": "RMIA",
+    "lira_online": "LiRA online", "lira_offline": "LiRA offline", "rmia": "RMIA", "rmia_offline": "RMIA offline",
 }
 ATTACK_COLORS = {
     "PA-ALOOA cross-fitted": "#0072B2", "PA-ALOOA in-sample (paper)": "#56B4E9", "PA-ALOOA null-corrected": "#003f63",
     "PA-GA": "#009E73", "PA-GBA": "#E69F00", "LiRA online": "#CC79A7", "LiRA offline": "#882255", "RMIA": "#44AA99",
+    "RMIA offline": "#AA3377",
 }
 _OTHER = ["#999933", "#44AA99", "#AA4499", "#332288", "#DDCC77", "#117733"]
 # groups (not algorithms): Tol's muted palette, ordered so that the first two contrast
@@ -227,7 +228,7 @@ def leveling_grid(df: pd.DataFrame, *, title: str = "", n_cols: int = 4) -> plt.
 
 ATTACK_SHORT = {"PA-ALOOA cross-fitted": "ALOOA\nCF", "PA-ALOOA in-sample (paper)": "ALOOA\nIS",
                 "PA-ALOOA null-corrected": "ALOOA\nNC", "PA-GA": "GA", "PA-GBA": "GBA", "LiRA online": "LiRA\non",
-                "LiRA offline": "LiRA\noff", "RMIA": "RMIA"}
+                "LiRA offline": "LiRA\noff", "RMIA": "RMIA", "RMIA offline": "RMIA\noff"}
 
 
 def delta_by_attack(df: pd.DataFrame, y: str = "delta_pp", *, floor: str | None = "null_floor_pp",

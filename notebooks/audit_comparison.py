@@ -183,6 +183,55 @@ else:
     display(Markdown("No PA-LOOA run in this profile (audit.looa.runs is empty)."))
 
 # %% [markdown]
+# ## The attacks against their authors' definitions
+# LiRA (Carlini et al. 2022; the reference code in TensorFlow Privacy's `mi_lira_2021`) and RMIA (Zarifzadeh et al.
+# 2024; ML Privacy Meter) scored two ways on the same banks: as this project scores them and as the reference
+# definitions do (`fairdp_core/audit/reference.py`, written from the papers and the code's behaviour). Spearman
+# correlation of the two scores over every (model, record) pair, each one's AUC, and TPR at 1% FPR per group. A
+# synthetic bank (32 models, 2,000 records, a leak for members of group b) and one real bank of this profile (its
+# first non-private LR bank: one with something to find).
+
+# %%
+from fairdp_core.audit.design import AuditDesign
+from fairdp_core.audit.reference import parity_table
+
+_rng = np.random.default_rng(seed)
+_mem = np.zeros((32, 2000), bool)
+for _r in range(16):
+    _half = _rng.permutation(2000) < 1000
+    _mem[2 * _r], _mem[2 * _r + 1] = _half, ~_half
+_g = (_rng.random(2000) < 0.3).astype(int)
+_phi = 2.0 * _rng.normal(size=(1, 2000)) + 0.7 * _rng.normal(size=(32, 2000)) + 0.6 * _mem * (_g == 1)
+parity = [parity_table(_phi, _mem, _g, ["a", "b"], bank="synthetic (32 models, leak in b)")]
+real = next((k for k, r in runs.items() if r["algorithm"] == "sgd" and r["model"] == "lr"), None)  # one that leaks
+if real is not None:
+    with np.load(Path(train_dir) / real / "signals.npz") as z:
+        _rphi = z["phi"]
+    _design = AuditDesign.load(Path(train_dir).parent / "designs" / f"{runs[real]['dataset']}-s{runs[real]['seed']}.npz")
+    _names = summaries[real]["group_names"]
+    if len(_names) == 2:
+        parity.append(parity_table(_rphi, _design.membership, _design.audit_group, _names,
+                                   bank=results.run_label(runs[real])))
+parity = pd.concat(parity, ignore_index=True)
+_show = parity.drop(columns=[c for c in parity.columns if c.startswith("tpr1_")] + ["differs"])
+table(_show.rename(columns={"spearman": "Spearman ρ", "auc_project": "AUC (project)",
+                            "auc_reference": "AUC (reference)"}),
+      "Each attack as this project scores it against its reference definition: rank correlation over the (model, "
+      "record) pairs and the AUC of each", floatfmt="{:.3f}")
+_tpr = parity.melt(id_vars=["bank", "attack"], value_vars=[c for c in parity.columns if c.startswith("tpr1_")],
+                   var_name="which", value_name="TPR at 1% FPR")
+_tpr["scored by"] = _tpr["which"].str.split("_").str[1]
+_tpr["group"] = _tpr["which"].str.split("_", n=2).str[2]
+table(_tpr.pivot_table(index=["bank", "attack", "group"], columns="scored by", values="TPR at 1% FPR").reset_index(),
+      "TPR at 1% FPR per group, scored by the project and by the reference definition", floatfmt="{:.3f}",
+      csv="parity_tpr")
+display(Markdown("What differs, and why: " + "; ".join(
+    f"**{r.attack}**: {r.differs}" for r in parity.drop_duplicates("attack").itertuples()) + ". RMIA's population "
+    "rule is a correction: with each model's OUT records less x as the population, members and non-members are "
+    "scored on different grids (k/n against k/(n − 1)), which puts RMIA below chance at γ > 1 on banks with no "
+    "leak (tests/test_attack_parity.py)."))
+
+# %% [markdown]
 # ## Findings
 
 # %%
@@ -200,6 +249,11 @@ for key, v in claims["strictness"].items():
     verdict = ("stricter" if v["lo"] > 0 else "less strict" if v["hi"] < 0 else "not distinguishable")
     lines.append(f"- PA-ALOOA {est} against {names[rival]}: GPR level {v['mean_pp']:+.1f} pp [{v['lo']:+.1f}, "
                  f"{v['hi']:+.1f}] over {v['runs']} DP runs, higher in {v['higher']}: **{verdict}**.")
+_rm = parity[parity.attack == "RMIA (γ = 1)"]
+lines.append("- The attacks against their authors' definitions: RMIA ranks the (model, record) pairs as ML Privacy "
+             "Meter's definition does (Spearman " + ", ".join(f"{r.spearman:.3f} on {r.bank}" for r in _rm.itertuples())
+             + "); LiRA online as the reference code up to its median centre; LiRA offline is one-sided here, "
+             "two-sided there (see the parity table).")
 lines.append("- Δ beyond its null floor, mean over runs (pp): " + ", ".join(
     f"{r.attack_label} {r.excess_pp:+.2f}" for r in by_attack.itertuples()) + ".")
 for k, v in claims["looa"].items():

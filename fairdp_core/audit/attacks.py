@@ -29,6 +29,7 @@ __all__ = [
     "logit_confidence",
     "null_corrected_advantage",
     "record_advantage",
+    "choose_offline_a",
     "rmia_scores",
 ]
 
@@ -226,36 +227,136 @@ def lira_scores(phi: np.ndarray, membership: np.ndarray, *, mode: Literal["onlin
     return out
 
 
+RMIA_DEFAULT_A = 0.3  # offline RMIA's a when it cannot be chosen from the references (ML Privacy Meter's default)
+A_GRID = np.round(np.linspace(0.0, 1.0, 21), 2)
+
+
+def _trimmed_mean(x: np.ndarray, sel: np.ndarray, trim: float) -> np.ndarray:
+    """Per column of x [K, m]: the mean of the selected rows (sel [K, m]), less ⌊trim·k⌋ of the k values at each
+    end (trim = 0: the plain mean)."""
+    k = sel.sum(0)
+    if (k == 0).any():
+        raise ValueError("RMIA: a record has no reference model to estimate Pr(x) from")
+    if trim == 0:
+        return (x * sel).sum(0) / k
+    srt = np.sort(np.where(sel, x, np.inf), axis=0)  # the selected values first, in order
+    cut = np.floor(trim * k).astype(int)
+    rows = np.arange(x.shape[0])[:, None]
+    keep = (rows >= cut) & (rows < k - cut)
+    return np.where(keep, srt, 0.0).sum(0) / keep.sum(0)
+
+
+def _population_share(lr: np.ndarray, lab: np.ndarray, gamma: float, halves: np.ndarray) -> np.ndarray:
+    """RMIA's score of each (model, record): the share of population records z with LR(x) / LR(z) ≥ γ. Model j's
+    population for a record of one half of the audited records is j's OUT records of the OTHER half: the same set
+    for every record of that half, whatever the record's own membership in j, so members and non-members are
+    compared with one population of one size (scoring an OUT record against the OUT records less itself and an IN
+    record against all of them, as before, put their scores on different grids: k/(n−1) against k/n, which
+    favoured non-members at γ > 1, AUC 0.43–0.49 on banks with no leak)."""
+    out = np.empty_like(lr)
+    for j in range(lr.shape[0]):
+        for h in (0, 1):
+            cols = halves == h
+            pop = np.sort(lr[j, ~lab[j] & ~cols])
+            if len(pop) < 2:
+                raise ValueError("RMIA needs at least two OUT records per model in each half of the audited records")
+            out[j, cols] = np.searchsorted(pop, lr[j, cols] / gamma, side="right") / len(pop)
+    return out
+
+
+def _ref_select(lab_ref: np.ndarray, n_ref: int | None) -> np.ndarray:
+    """Offline references of each record [K, m]: the reference models it is OUT of, the first ``n_ref`` of them."""
+    out = ~lab_ref
+    if n_ref is not None:
+        out &= np.cumsum(out, axis=0) <= n_ref
+    return out
+
+
+def _offline_pr(p_ref: np.ndarray, lab_ref: np.ndarray, a: float, n_ref: int | None, trim: float) -> np.ndarray:
+    """Offline Pr(x) = ½((1 + a)·Pr_OUT(x) + (1 − a)) from OUT reference models only (Zarifzadeh et al. 2024, §3)."""
+    return 0.5 * ((1 + a) * _trimmed_mean(p_ref, _ref_select(lab_ref, n_ref), trim) + (1 - a))
+
+
+def choose_offline_a(p_ref: np.ndarray, lab_ref: np.ndarray, *, gamma: float = 1.0, n_ref: int | None = None,
+                     trim: float = 0.0, grid: np.ndarray = A_GRID, halves: np.ndarray | None = None) -> float:
+    """Offline RMIA's a, chosen from the reference models alone (the RMIA paper's procedure): each reference model
+    in turn plays the target, the others are its OUT references, and the a of ``grid`` with the highest mean AUC of
+    its scores against that model's known membership is returned. With one reference model there is nothing to
+    simulate: :data:`RMIA_DEFAULT_A` (0.3, ML Privacy Meter's default)."""
+    K, m = p_ref.shape
+    if K < 2:
+        return RMIA_DEFAULT_A
+    halves = np.arange(m) % 2 if halves is None else halves
+    auc = np.zeros(len(grid))
+    used = 0
+    for r in range(K):
+        others = np.arange(K) != r
+        sel = _ref_select(lab_ref[others], n_ref)
+        if (sel.sum(0) == 0).any():
+            continue
+        used += 1
+        for i, a in enumerate(grid):
+            lr = p_ref[r:r + 1] / np.maximum(_offline_pr(p_ref[others], lab_ref[others], a, n_ref, trim), 1e-300)
+            s = _population_share(lr, lab_ref[r:r + 1], gamma, halves)[0]
+            auc[i] += _auc(s[lab_ref[r]], s[~lab_ref[r]])
+    return float(grid[int(np.argmax(auc))]) if used else RMIA_DEFAULT_A
+
+
+def _auc(pos: np.ndarray, neg: np.ndarray) -> float:
+    """P(pos > neg) + ½ P(pos = neg), by ranks."""
+    from scipy.stats import rankdata
+
+    r = rankdata(np.r_[pos, neg])
+    return float((r[: len(pos)].sum() - len(pos) * (len(pos) + 1) / 2) / (len(pos) * len(neg)))
+
+
 def rmia_scores(phi: np.ndarray, membership: np.ndarray, *, gamma: float = 1.0,
-                folds: np.ndarray | None = None) -> np.ndarray:
+                mode: Literal["online", "offline"] = "online", a: float | None = None, n_ref: int | None = None,
+                trim: float = 0.0, folds: np.ndarray | None = None) -> np.ndarray:
     """RMIA (Zarifzadeh et al. 2024, arXiv 2312.03262) on a model bank, [M, m] scores in [0, 1].
 
     For model j and record x: Pr(x | θ_j) = p_j(x), the model's probability of x's label (from φ, the logit-scaled
-    confidence); Pr(x) = the mean of p over the reference models, the models of the OTHER fold (as for LiRA,
-    :func:`lira_scores`: model pairs are complementary halves, so each fold holds every record IN in exactly half
-    its models, whatever j's own label). LR(x) = p_j(x) / Pr(x). The score is the share of population records z
-    with LR(x) / LR(z) ≥ ``gamma``; the population of model j is its OUT records (non-members by design) other than
-    x itself. No threshold is fitted on membership labels here; the advantage estimators threshold the score.
+    confidence), and LR(x) = p_j(x) / Pr(x). The reference models of j are the models of the OTHER fold (as for
+    LiRA, :func:`lira_scores`: model pairs are complementary halves, so each fold holds every record IN in exactly
+    half its models, whatever j's own label).
+
+    - ``mode="online"`` (default): Pr(x) = the mean of p(x) over all the reference models (IN and OUT in equal
+      numbers, the paper's ½(Pr_IN + Pr_OUT)).
+    - ``mode="offline"``: Pr(x) = ½((1 + a)·Pr_OUT(x) + (1 − a)), Pr_OUT the mean of p(x) over the reference models
+      x is OUT of (the first ``n_ref`` of them; one is enough): the paper's linear correction for having no IN
+      references. ``a=None`` chooses a from the reference models alone (:func:`choose_offline_a`, per fold).
+
+    ``trim``: the share of reference values dropped at each end before averaging (the paper's trimmed mean;
+    default 0, the plain mean). The score of x is the share of population records z with LR(x) / LR(z) ≥ ``gamma``
+    (default 1, the paper's online setting; its configurations also use 2): the population of model j for x is
+    j's OUT records of the other half of the audited records (:func:`_population_share`), so that members and
+    non-members are scored on the same footing at every γ. No threshold is fitted on membership labels here; the
+    advantage estimators threshold the score.
     """
     phi = np.asarray(phi, dtype=np.float64)
     lab = np.asarray(membership, dtype=bool)
     M, m = phi.shape
+    if mode not in ("online", "offline"):
+        raise ValueError(f"RMIA mode must be 'online' or 'offline', got {mode!r}")
+    if not gamma >= 1:
+        raise ValueError(f"RMIA's gamma must be at least 1, got {gamma}")
+    if not 0 <= trim < 0.5:
+        raise ValueError(f"RMIA's trim must lie in [0, 0.5), got {trim}")
+    if n_ref is not None and n_ref < 1:
+        raise ValueError(f"RMIA's n_ref must be at least 1, got {n_ref}")
     folds = pair_folds(M) if folds is None else np.asarray(folds)
+    halves = np.arange(m) % 2
     p = 1.0 / (1.0 + np.exp(-np.clip(phi, -700, 700)))
     lr = np.empty_like(p)
     for f in np.unique(folds):
         target, ref = folds == f, folds != f
         if not ref.any():
             raise ValueError("RMIA needs at least two model pairs (two folds)")
-        lr[target] = p[target] / np.maximum(p[ref].mean(0), 1e-300)
-    out = np.empty_like(p)
-    for j in range(M):
-        pop = np.sort(lr[j, ~lab[j]])
-        n_pop = len(pop)
-        if n_pop < 2:
-            raise ValueError("RMIA needs at least two OUT records per model")
-        # z with LR(z) <= LR(x) / gamma; x itself is in its own model's population when it is OUT: remove it
-        below = np.searchsorted(pop, lr[j] / gamma, side="right").astype(np.float64)
-        self_in = ~lab[j] & (lr[j] <= lr[j] / gamma)
-        out[j] = (below - self_in) / (n_pop - (~lab[j]).astype(np.float64))
-    return out
+        if mode == "online":
+            pr = _trimmed_mean(p[ref], np.ones_like(lab[ref]), trim)
+        else:
+            a_f = choose_offline_a(p[ref], lab[ref], gamma=gamma, n_ref=n_ref, trim=trim, halves=halves) \
+                if a is None else float(a)
+            pr = _offline_pr(p[ref], lab[ref], a_f, n_ref, trim)
+        lr[target] = p[target] / np.maximum(pr, 1e-300)
+    return _population_share(lr, lab, gamma, halves)

@@ -43,7 +43,7 @@ from . import jsonable, read_plan, write_timings
 __all__ = ["ATTACKS", "INTERVALS", "attack_bank", "main", "run_attack"]
 
 ATTACKS = ("alooa_cross_fit", "alooa_in_sample", "alooa_null_corrected", "ga", "gba", "lira_online",
-           "lira_offline", "rmia")
+           "lira_offline", "rmia", "rmia_offline")
 # Attacks whose per-record advantage is a sum of per-(model, record) terms get intervals over records × model pairs
 # (fairdp_core.audit.inference). Their coverage was simulated for the cross-fitted PA-ALOOA (reports/coverage/); the
 # others use the same construction without their own simulation. The in-sample and null-corrected PA-ALOOA
@@ -51,7 +51,7 @@ ATTACKS = ("alooa_cross_fit", "alooa_in_sample", "alooa_null_corrected", "ga", "
 # PA-GBA fits one threshold per model and group on that group's records, so its Δ is positive without any leakage
 # (the overfit is larger for a smaller group): its interval covers that inflated quantity, and it gets no test of
 # "Δ > 0"; read it against its null floor (thresholds refitted on permuted labels).
-INTERVALS = ("alooa_cross_fit", "ga", "gba", "lira_online", "lira_offline", "rmia")
+INTERVALS = ("alooa_cross_fit", "ga", "gba", "lira_online", "lira_offline", "rmia", "rmia_offline")
 
 
 def attack_bank(loss: np.ndarray, phi: np.ndarray, mem: np.ndarray, g: np.ndarray, names: list[str], *,
@@ -72,17 +72,18 @@ def attack_bank(loss: np.ndarray, phi: np.ndarray, mem: np.ndarray, g: np.ndarra
     timings: dict[str, float] = {}
     # LiRA: each model's Gaussians are fitted on the other fold's models, and a record is called IN when the
     # likelihood ratio exceeds 1 (online) or φ exceeds the OUT mean (offline): no threshold is fitted on labels.
-    # RMIA: likelihood ratios against the other fold's reference models and the model's own OUT population; its
-    # threshold is cross-fitted like PA-ALOOA's.
+    # RMIA: likelihood ratios against the other fold's reference models (online: all of them; offline: those the
+    # record is OUT of, with the paper's correction a chosen from them) and the model's own OUT population; its
+    # threshold is cross-fitted like PA-ALOOA's. Computed only when asked for (the offline a is chosen by simulation).
     lira = {mode: lira_scores(phi, mem, mode=mode) for mode in ("online", "offline")}
-    rmia = rmia_scores(phi, mem)
     contributions = {
         "alooa_cross_fit": lambda: cross_fit_contributions(scores, mem),
         "ga": lambda: prediction_contributions(ga_predictions(scores, mem), mem),
         "gba": lambda: prediction_contributions(gba_predictions(scores, mem, g), mem),
         "lira_online": lambda: prediction_contributions(lira["online"] >= 0, mem),
         "lira_offline": lambda: prediction_contributions(lira["offline"] >= 0, mem),
-        "rmia": lambda: cross_fit_contributions(rmia, mem),
+        "rmia": lambda: cross_fit_contributions(rmia_scores(phi, mem), mem),
+        "rmia_offline": lambda: cross_fit_contributions(rmia_scores(phi, mem, mode="offline"), mem),
     }
     advantage_only = {
         "alooa_in_sample": lambda: record_advantage(scores, mem, estimator="in_sample"),
