@@ -185,8 +185,9 @@ else:
 # %% [markdown]
 # ## The attacks against their authors' definitions
 # LiRA (Carlini et al. 2022; the reference code in TensorFlow Privacy's `mi_lira_2021`) and RMIA (Zarifzadeh et al.
-# 2024; ML Privacy Meter) scored two ways on the same banks: as this project scores them and as the reference
-# definitions do (`fairdp_core/audit/reference.py`, written from the papers and the code's behaviour). Spearman
+# 2024) scored two ways on the same banks: as this project scores them and as the reference definitions do
+# (`fairdp_core/audit/reference.py`: LiRA as its reference code scores it; RMIA by the paper's formula with the
+# population rule this project used before). Spearman
 # correlation of the two scores over every (model, record) pair, each one's AUC, and TPR at 1% FPR per group. A
 # synthetic bank (32 models, 2,000 records, a leak for members of group b) and one real bank of this profile (its
 # first non-private LR bank: one with something to find).
@@ -229,7 +230,8 @@ display(Markdown("What differs, and why: " + "; ".join(
     f"**{r.attack}**: {r.differs}" for r in parity.drop_duplicates("attack").itertuples()) + ". RMIA's population "
     "rule is a correction: with each model's OUT records less x as the population, members and non-members are "
     "scored on different grids (k/n against k/(n − 1)), which puts RMIA below chance at γ > 1 on banks with no "
-    "leak (tests/test_attack_parity.py)."))
+    "leak; offline references from the other fold made the cross-fitted advantage −0.7 pp with no leak "
+    "(tests/test_attack_parity.py)."))
 
 # %% [markdown]
 # ## Findings
@@ -250,10 +252,15 @@ for key, v in claims["strictness"].items():
     lines.append(f"- PA-ALOOA {est} against {names[rival]}: GPR level {v['mean_pp']:+.1f} pp [{v['lo']:+.1f}, "
                  f"{v['hi']:+.1f}] over {v['runs']} DP runs, higher in {v['higher']}: **{verdict}**.")
 _rm = parity[parity.attack == "RMIA (γ = 1)"]
-lines.append("- The attacks against their authors' definitions: RMIA ranks the (model, record) pairs as ML Privacy "
-             "Meter's definition does (Spearman " + ", ".join(f"{r.spearman:.3f} on {r.bank}" for r in _rm.itertuples())
-             + "); LiRA online as the reference code up to its median centre; LiRA offline is one-sided here, "
-             "two-sided there (see the parity table).")
+_lo = parity[parity.attack == "LiRA online"]
+_same = (_rm.spearman >= 0.98).all()
+lines.append("- The attacks against their reference definitions (the parity table): RMIA at γ = 1 "
+             + ("ranks the (model, record) pairs as the paper's formula with the earlier population rule does"
+                if _same else "ranks the pairs differently from the paper's formula with the earlier population rule")
+             + " (Spearman " + ", ".join(f"{r.spearman:.3f} on {r.bank}" for r in _rm.itertuples())
+             + "); LiRA online against the reference code's median-centred score: Spearman "
+             + ", ".join(f"{r.spearman:.3f} on {r.bank}" for r in _lo.itertuples())
+             + "; LiRA offline is one-sided here, two-sided in the reference code.")
 lines.append("- Δ beyond its null floor, mean over runs (pp): " + ", ".join(
     f"{r.attack_label} {r.excess_pp:+.2f}" for r in by_attack.itertuples()) + ".")
 for k, v in claims["looa"].items():

@@ -3,8 +3,10 @@
 - RMIA at chance without leakage at every γ (the earlier population rule scored members and non-members on
   different grids and fell below chance at γ > 1: kept here as ``_rmia_earlier`` to show the test rejects it);
 - offline RMIA, with one reference model, finds a planted per-group leak;
-- parity with independent re-implementations of the published formulas, written here loop by loop from the papers
-  (not from the project's code): equal where the definitions agree, with the deliberate differences explained;
+- the published formulas transcribed loop by loop (with the project's population and reference choices, which
+  the vectorised code must equal), and the reference definitions of fairdp_core/audit/reference.py (the authors'
+  choices: LiRA's median centre and two-sided offline test, RMIA's earlier population rule) compared with the
+  project's: equal where the definitions agree, the deliberate differences explained;
 - a no-leak bank and a planted per-group leak for every attack of the registry (``stages.attack.ATTACKS``), so a
   new attack is checked without new test code.
 
@@ -93,14 +95,41 @@ def test_offline_rmia_with_few_references_is_at_chance_and_finds_a_planted_group
 
 
 def test_offline_a_is_chosen_from_the_references_and_matters():
-    """The chosen a maximises the references' own simulated AUC over the grid (recomputed here by brute force for
-    two grid values); with one reference model it falls back to 0.3."""
-    phi, mem, _ = _bank(16, 600, seed=2, leak=0.8, p_group=1.0)
+    """choose_offline_a returns the grid value with the highest mean AUC over the reference models played as
+    targets, recomputed here by brute force (each pair's models as targets, the other pairs' OUT models as
+    references, the population rule of the loops above); with one pair it falls back to 0.3; a changes the scores."""
+    phi, mem, _ = _bank(8, 200, seed=2, leak=0.8, p_group=1.0)
     p = 1 / (1 + np.exp(-phi))
-    a = choose_offline_a(p[:8], mem[:8], grid=np.array([0.0, 0.5, 1.0]))
-    assert a in (0.0, 0.5, 1.0)
-    assert choose_offline_a(p[:1], mem[:1]) == 0.3
+    grid = np.array([0.0, 0.5, 1.0])
+    K, m = p.shape
+    mean_auc = []
+    for a in grid:
+        aucs = []
+        for r in range(K):
+            refs = [k for k in range(K) if k // 2 != r // 2]
+            pr = np.array([0.5 * ((1 + a) * np.mean([p[k, i] for k in refs if not mem[k, i]]) + 1 - a)
+                           for i in range(m)])
+            lr = p[r] / pr
+            s = np.array([np.mean([lr[i] / lr[z] >= 1 for z in range(m) if not mem[r, z] and z % 2 != i % 2])
+                          for i in range(m)])
+            aucs.append(_auc(s, mem[r]))
+        mean_auc.append(np.mean(aucs))
+    assert choose_offline_a(p, mem, grid=grid) == grid[int(np.argmax(mean_auc))]
+    assert len(set(np.round(mean_auc, 6))) > 1  # the grid values are told apart
+    assert choose_offline_a(p[:2], mem[:2]) == 0.3
+    phi, mem, _ = _bank(16, 300, seed=2, leak=0.8)
     assert not np.allclose(rmia_scores(phi, mem, mode="offline", a=0.0), rmia_scores(phi, mem, mode="offline", a=0.9))
+
+
+def test_rmia_cross_fitted_advantage_is_unbiased_without_leakage():
+    """The cross-fitted advantage of RMIA's scores, averaged over 10 no-leak banks (16 models, 1,500 records, seeds
+    100-109), is within ±0.3 pp of 0 online, offline and offline with one reference (SE about 0.1 pp). Offline
+    references taken from the other fold, chosen by its labels, gave −0.7 ± 0.07 pp: the threshold fitted on one
+    fold then moved with the OUT models it was applied to."""
+    for kw in ({}, {"mode": "offline"}, {"mode": "offline", "n_ref": 1}):
+        adv = [cross_fit_contributions(rmia_scores(*_bank(16, 1500, seed=100 + s)[:2], **kw),
+                                       _bank(16, 1500, seed=100 + s)[1]).sum(0).mean() for s in range(10)]
+        assert abs(100 * np.mean(adv)) < 0.3, (kw, 100 * np.mean(adv))
 
 
 def test_rmia_refuses_settings_outside_its_definition():
@@ -113,16 +142,21 @@ def test_rmia_refuses_settings_outside_its_definition():
 # ------------------------------------------------------------------ parity with the published formulas
 
 def _rmia_loops(phi, mem, gamma=1.0, mode="online", a=0.3, n_ref=None, trim=0.0):
-    """RMIA (Zarifzadeh et al. 2024, Eq. 2-4), loop by loop: Pr(x) over the reference models (the other fold's;
-    offline: the first n_ref it is OUT of, corrected by a; trimmed mean dropping ⌊trim·k⌋ at each end); the score
-    of x for model j is the share of the population z (j's OUT records of the other half of the records) with
-    (p_j(x)/Pr(x)) / (p_j(z)/Pr(z)) ≥ γ."""
+    """RMIA's formula (Zarifzadeh et al. 2024, Eq. 2-4) transcribed loop by loop, with the project's choice of
+    population and references (what the vectorised code must equal; the population rule is compared with the
+    earlier one in test_rmia_reference_is_the_earlier_population_rule): Pr(x) over the reference models (online:
+    the other fold's; offline: the models of j's own fold but j's pair that x is OUT of, the first n_ref of them,
+    corrected by a); a trimmed mean drops ⌊trim·k⌋ of k values at each end; the score of x for model j is the share
+    of the population z (j's OUT records of the other half of the records) with (p_j(x)/Pr(x)) / (p_j(z)/Pr(z)) ≥ γ."""
     M, m = phi.shape
     p = 1 / (1 + np.exp(-phi))
     folds = pair_folds(M)
     out = np.zeros((M, m))
     for j in range(M):
-        refs = [r for r in range(M) if folds[r] != folds[j]]
+        if mode == "online":
+            refs = [r for r in range(M) if folds[r] != folds[j]]
+        else:
+            refs = [r for r in range(M) if folds[r] == folds[j] and r // 2 != j // 2]
         pr = np.zeros(m)
         for i in range(m):
             vals = [p[r, i] for r in refs if mode == "online" or not mem[r, i]]
@@ -139,10 +173,15 @@ def _rmia_loops(phi, mem, gamma=1.0, mode="online", a=0.3, n_ref=None, trim=0.0)
 
 
 @pytest.mark.parametrize("kw", [{}, {"gamma": 2.0}, {"trim": 0.2}, {"mode": "offline", "a": 0.3},
-                                {"mode": "offline", "a": 0.6, "n_ref": 1}, {"mode": "offline", "a": 0.3, "trim": 0.25}])
-def test_rmia_equals_the_published_formula_loop_by_loop(kw):
-    phi, mem, _ = _bank(8, 24, seed=4, leak=0.5)
-    np.testing.assert_allclose(rmia_scores(phi, mem, **kw), _rmia_loops(phi, mem, **kw), atol=1e-12)
+                                {"mode": "offline", "a": 0.6, "n_ref": 1}, {"mode": "offline", "a": 0.3, "trim": 0.34}])
+def test_rmia_equals_its_formula_loop_by_loop(kw):
+    """16 models (8 online references per record, 3 offline ones): trim 0.2 drops one value at each end online,
+    0.34 one offline (checked: the trimmed scores differ from the untrimmed)."""
+    phi, mem, _ = _bank(16, 24, seed=4, leak=0.5)
+    got = rmia_scores(phi, mem, **kw)
+    np.testing.assert_allclose(got, _rmia_loops(phi, mem, **kw), atol=1e-12)
+    if "trim" in kw:
+        assert not np.allclose(got, rmia_scores(phi, mem, **{**kw, "trim": 0.0}))
 
 
 def _lira_loops(phi, mem, mode, centre):
@@ -200,10 +239,10 @@ def test_lira_offline_is_the_papers_one_sided_test_not_the_codes_two_sided_one()
     assert (ref[below] > np.median(ref)).mean() > 0.5  # far below: the two-sided test calls them member-like
 
 
-def test_rmia_reference_is_ml_privacy_meters_population_rule():
-    """rmia_reference (the whole OUT set but x as population) against a loop over that definition; and at γ = 1 it
-    ranks like the project's score (Spearman ≥ 0.98, 32 models, 1,000 records, seed 7): the population rule is
-    the one deliberate difference."""
+def test_rmia_reference_is_the_earlier_population_rule():
+    """rmia_reference (the population: every OUT record of the model but x) against a loop over that definition;
+    at γ = 1 it ranks like the project's score (Spearman ≥ 0.98, 32 models, 1,000 records, seed 7): the population
+    rule is the one deliberate difference online."""
     phi, mem, _ = _bank(8, 20, seed=7, leak=0.5)
     p = 1 / (1 + np.exp(-phi))
     folds = pair_folds(8)

@@ -112,7 +112,8 @@ def test_engine_noise_is_fresh_at_every_step_within_a_noise_block():
     """Every Poisson batch empty (no record is a member; the sampler still runs over all n = 100 at q = 0.1), an LR
     with 50 inputs (102 parameters: 64 steps share one pre-drawn noise block), T = 200 steps, 8 models: each weight
     moves by the sum of T independent draws, std η/B · σ·C · √T, within 10% (800 weights, SE 2.5%). A draw reused
-    for two steps would give √2 times that; a block reused, √64."""
+    for two steps would give √2 times that, a block never redrawn about 1.8 times. (Noise shared between models
+    is tested in tests/test_engine.py.)"""
     from fairdp_core.engine.trainer import _NoiseBank
 
     from .test_privacy import _init_params
@@ -135,7 +136,9 @@ def test_engine_noise_is_fresh_at_every_step_within_a_noise_block():
 def test_tune_clip_releases_its_bound_at_the_epsilon_q_it_charges(monkeypatch):
     """Fixed norms (seed 0: 400 lognormal), ε_q = 0.05: over 3,000 seeds the releases' histogram on the candidate
     grid matches the exponential mechanism at the ε_q tune_clip reports (χ² p > 0.001) and not at 2 ε_q
-    (p < 1e-6): the statistic that sets C is released at the ε that is charged for it."""
+    (p < 1e-6): the statistic that sets C is released at the ε that is charged for it. (The mechanism's
+    distribution itself, its exp(ε_q·u/2) scale, is checked by hand and on neighbouring datasets in
+    tests/test_clip_tuning.py.)"""
     from scipy import stats
 
     norms = np.random.default_rng(0).lognormal(0, 0.5, 400)
@@ -191,19 +194,20 @@ def test_prv_epsilon_agrees_with_dp_accountings_pld_within_one_percent(target, q
     """At each study design, σ calibrated by the project (PRV, δ = 1e-5) and its reported ε against Google's
     dp-accounting PLD accountant (an independent implementation; discretisation 1e-3) for the same (σ, q, T).
     Opacus's PRV ε is an upper bound, its estimate plus the error margin handed to it (0.01 at these targets): the
-    PLD ε lies below it, and within 1% of its estimate; and the PLD ε does not exceed the target."""
+    PLD ε lies below it, and within 0.5% of its estimate (tighter than the issue's 1%: measured 0.2% at ε = 1); and
+    the PLD ε does not exceed the target. A margin 10 times larger fails here at ε = 1 (and in the composed test)."""
     steps = round(epochs / q)
     sigma = calibrate_sigma(target, sample_rate=q, steps=steps, delta=1e-5, accountant="prv")
     ours = epsilon(sigma, sample_rate=q, steps=steps, delta=1e-5, accountant="prv", target_epsilon=target)
     pld = _pld_epsilon(sigma, q, steps, 1e-5)
     assert pld <= ours, (ours, pld)
-    assert abs((ours - 0.01) / pld - 1) < 0.01, (ours, pld)
+    assert abs((ours - 0.01) / pld - 1) < 0.005, (ours, pld)  # measured: 0.2% at ε = 1, 0.002% at ε = 10
     assert pld <= target
 
 
 def test_composed_histories_agree_with_dp_accounting():
-    """A composition of two mechanisms (DP-SGD-S's step noise and its count release at other σ, and a second phase
-    at another q), PRV against dp-accounting's PLD (PRV's ε less its 0.01 margin) and RDP against its RDP accountant, within 1%."""
+    """A composition of three Poisson-subsampled Gaussian mechanisms (two at one q and different σ, a third at
+    another q), PRV against dp-accounting's PLD (PRV's ε less its 0.01 margin) and RDP against its RDP accountant, within 1%."""
     import dp_accounting
     from dp_accounting.pld import pld_privacy_accountant
     from dp_accounting.rdp import rdp_privacy_accountant
@@ -218,7 +222,7 @@ def test_composed_histories_agree_with_dp_accounting():
     ours_prv = history_epsilon(history, delta=1e-5, accountant="prv")  # upper bound: estimate + 0.01
     ours_rdp = history_epsilon(history, delta=1e-5, accountant="rdp")
     assert pld.get_epsilon(1e-5) <= ours_prv
-    assert abs((ours_prv - 0.01) / pld.get_epsilon(1e-5) - 1) < 0.01, (ours_prv, pld.get_epsilon(1e-5))
+    assert abs((ours_prv - 0.01) / pld.get_epsilon(1e-5) - 1) < 0.005, (ours_prv, pld.get_epsilon(1e-5))
     assert abs(ours_rdp / rdp.get_epsilon(1e-5) - 1) < 0.01, (ours_rdp, rdp.get_epsilon(1e-5))
 
 

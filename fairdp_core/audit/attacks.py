@@ -277,29 +277,31 @@ def _offline_pr(p_ref: np.ndarray, lab_ref: np.ndarray, a: float, n_ref: int | N
     return 0.5 * ((1 + a) * _trimmed_mean(p_ref, _ref_select(lab_ref, n_ref), trim) + (1 - a))
 
 
+def _same_fold_refs(K: int, t: int) -> np.ndarray:
+    """Rows of a fold's K models (pairs consecutive: rows 2i and 2i+1) that may serve row t as references: every
+    model but t's own pair, so that t's IN and OUT records meet the same number of OUT references."""
+    return np.arange(K) // 2 != t // 2
+
+
 def choose_offline_a(p_ref: np.ndarray, lab_ref: np.ndarray, *, gamma: float = 1.0, n_ref: int | None = None,
                      trim: float = 0.0, grid: np.ndarray = A_GRID, halves: np.ndarray | None = None) -> float:
-    """Offline RMIA's a, chosen from the reference models alone (the RMIA paper's procedure): each reference model
-    in turn plays the target, the others are its OUT references, and the a of ``grid`` with the highest mean AUC of
-    its scores against that model's known membership is returned. With one reference model there is nothing to
-    simulate: :data:`RMIA_DEFAULT_A` (0.3, ML Privacy Meter's default)."""
+    """Offline RMIA's a, chosen from reference models alone (the RMIA paper's procedure): ``p_ref``/``lab_ref``
+    [K, m] are K reference models in complementary pairs (rows 2i, 2i+1); each plays the target in turn, the other
+    pairs' models it is OUT of are its references, and the a of ``grid`` with the highest mean AUC of its scores
+    against its own membership is returned. Fewer than two pairs leave nothing to simulate: :data:`RMIA_DEFAULT_A`
+    (0.3, ML Privacy Meter's default)."""
     K, m = p_ref.shape
-    if K < 2:
+    if K < 4:
         return RMIA_DEFAULT_A
     halves = np.arange(m) % 2 if halves is None else halves
     auc = np.zeros(len(grid))
-    used = 0
     for r in range(K):
-        others = np.arange(K) != r
-        sel = _ref_select(lab_ref[others], n_ref)
-        if (sel.sum(0) == 0).any():
-            continue
-        used += 1
+        others = _same_fold_refs(K, r)
         for i, a in enumerate(grid):
             lr = p_ref[r:r + 1] / np.maximum(_offline_pr(p_ref[others], lab_ref[others], a, n_ref, trim), 1e-300)
             s = _population_share(lr, lab_ref[r:r + 1], gamma, halves)[0]
             auc[i] += _auc(s[lab_ref[r]], s[~lab_ref[r]])
-    return float(grid[int(np.argmax(auc))]) if used else RMIA_DEFAULT_A
+    return float(grid[int(np.argmax(auc))])
 
 
 def _auc(pos: np.ndarray, neg: np.ndarray) -> float:
@@ -322,9 +324,13 @@ def rmia_scores(phi: np.ndarray, membership: np.ndarray, *, gamma: float = 1.0,
 
     - ``mode="online"`` (default): Pr(x) = the mean of p(x) over all the reference models (IN and OUT in equal
       numbers, the paper's ½(Pr_IN + Pr_OUT)).
-    - ``mode="offline"``: Pr(x) = ½((1 + a)·Pr_OUT(x) + (1 − a)), Pr_OUT the mean of p(x) over the reference models
+    - ``mode="offline"``: Pr(x) = ½((1 + a)·Pr_OUT(x) + (1 − a)), Pr_OUT the mean of p(x) over reference models
       x is OUT of (the first ``n_ref`` of them; one is enough): the paper's linear correction for having no IN
-      references. ``a=None`` chooses a from the reference models alone (:func:`choose_offline_a`, per fold).
+      references. Here the references of model j are the models of j's OWN fold but j's pair: a threshold
+      cross-fitted on one fold's scores then depends on that fold's models only (references from the other fold,
+      chosen by their labels, coupled the threshold to the OUT models it is applied to: a −0.7 pp advantage with
+      no leak). Needs two model pairs per fold (M ≥ 8). ``a=None`` chooses a from the other fold's models
+      (:func:`choose_offline_a`).
 
     ``trim``: the share of reference values dropped at each end before averaging (the paper's trimmed mean;
     default 0, the plain mean). The score of x is the share of population records z with LR(x) / LR(z) ≥ ``gamma``
@@ -353,10 +359,17 @@ def rmia_scores(phi: np.ndarray, membership: np.ndarray, *, gamma: float = 1.0,
         if not ref.any():
             raise ValueError("RMIA needs at least two model pairs (two folds)")
         if mode == "online":
-            pr = _trimmed_mean(p[ref], np.ones_like(lab[ref]), trim)
-        else:
-            a_f = choose_offline_a(p[ref], lab[ref], gamma=gamma, n_ref=n_ref, trim=trim, halves=halves) \
-                if a is None else float(a)
-            pr = _offline_pr(p[ref], lab[ref], a_f, n_ref, trim)
-        lr[target] = p[target] / np.maximum(pr, 1e-300)
+            lr[target] = p[target] / np.maximum(_trimmed_mean(p[ref], np.ones_like(lab[ref]), trim), 1e-300)
+            continue
+        rows = np.flatnonzero(target)
+        if not (lab[rows[0::2]] ^ lab[rows[1::2]]).all():
+            raise ValueError("offline RMIA: each fold's models must come in complementary pairs (consecutive rows)")
+        if len(rows) < 4:
+            raise ValueError("offline RMIA needs at least two model pairs in each fold (M >= 8): a model's references "
+                             "are the other pairs of its fold")
+        a_f = choose_offline_a(p[ref], lab[ref], gamma=gamma, n_ref=n_ref, trim=trim, halves=halves) \
+            if a is None else float(a)
+        for t, j in enumerate(rows):
+            others = rows[_same_fold_refs(len(rows), t)]
+            lr[j] = p[j] / np.maximum(_offline_pr(p[others], lab[others], a_f, n_ref, trim), 1e-300)
     return _population_share(lr, lab, gamma, halves)

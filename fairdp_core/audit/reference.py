@@ -7,11 +7,15 @@ Written from the papers and from how the released code behaves, not copied from 
   score log N(φ; μ_in, σ_in²) − log N(φ; μ_out, σ_out²); offline score −log N(φ; μ_out, σ_out²), a TWO-sided test
   (a φ far below the OUT mean also scores as member-like). The project uses the mean (the Gaussian's maximum
   likelihood centre) and, offline, the one-sided (φ − μ_out) / σ_out of the paper's Algorithm 1.
-- **RMIA** (Zarifzadeh et al. 2024; ML Privacy Meter): LR(x) = p(x | θ) / Pr(x), Pr(x) the mean of p(x) over the
-  reference models (online), or ½((1 + a)·Pr_OUT(x) + (1 − a)) (offline); the score is the share of the
-  population z with LR(x) / LR(z) ≥ γ, the population being every non-member of the target model (here: the
-  model's OUT records, x itself excluded). The project scores against the OUT records of the other half of the
-  audited records, so that members and non-members meet one population (:func:`fairdp_core.audit.attacks.rmia_scores`).
+- **RMIA** (Zarifzadeh et al. 2024): LR(x) = p(x | θ) / Pr(x), Pr(x) the mean of p(x) over the reference models
+  (online), or ½((1 + a)·Pr_OUT(x) + (1 − a)) (offline); the score is the share of the population z with
+  LR(x) / LR(z) ≥ γ. The reference here is the paper's formula with the population rule this project used before
+  (every OUT record of the target model but x; offline references: the other fold's models x is OUT of). It is
+  not ML Privacy Meter's code, whose population is separate data OUT of every model, which counts LR(x)/LR(z) > 1
+  strictly at γ = 1, keeps the top-n OUT signals offline and tunes a on the target's paired model. The project
+  scores against the OUT records of the other half of the audited records, so that members and non-members meet
+  one population, and takes offline references from the model's own fold
+  (:func:`fairdp_core.audit.attacks.rmia_scores`).
 
 :func:`parity_table` scores one bank both ways and reports, per attack: the Spearman correlation of the two scores
 over (model, record) pairs, each one's AUC, and TPR at 1% FPR per group.
@@ -57,8 +61,9 @@ def lira_reference(phi: np.ndarray, membership: np.ndarray, *, mode: str = "onli
 
 def rmia_reference(phi: np.ndarray, membership: np.ndarray, *, gamma: float = 1.0, mode: str = "online",
                    a: float = 0.3) -> np.ndarray:
-    """RMIA as ML Privacy Meter scores it: the population of model j is every record OUT of j (x itself left out),
-    Pr(x) over the other fold's models (offline: those x is OUT of, with the linear correction at ``a``)."""
+    """RMIA by the paper's formula with the earlier population rule: the population of model j is every record OUT
+    of j (x itself left out), Pr(x) over the other fold's models (offline: those x is OUT of, with the linear
+    correction at ``a``)."""
     phi, lab = np.asarray(phi, float), np.asarray(membership, bool)
     M, m = phi.shape
     folds = pair_folds(M)
@@ -114,7 +119,8 @@ def parity_table(phi: np.ndarray, membership: np.ndarray, groups: np.ndarray, na
         "RMIA (γ = 2)": (rmia_scores(phi, lab, gamma=2.0), rmia_reference(phi, lab, gamma=2.0),
                          "as γ = 1; the reference's members and non-members meet populations of different sizes"),
         "RMIA offline (a = 0.3)": (rmia_scores(phi, lab, mode="offline", a=0.3),
-                                   rmia_reference(phi, lab, mode="offline", a=0.3), "as online"),
+                                   rmia_reference(phi, lab, mode="offline", a=0.3),
+                                   "as online, and references from the model's own fold, not the other"),
     }
     rows = []
     for name, (ours, ref, differs) in pairs.items():
