@@ -572,7 +572,7 @@ class Params(_Strict):
             raise ValueError(f"runs/designs ({GENERATED_FILE}): out of date with grid and sweep; regenerate them with "
                              "`fairdp grid --write` (make repro does this). For an experiment on a grid or sweep key "
                              "use `fairdp exp run -S KEY=VALUE`, which regenerates them, not `dvc exp run -S`")
-        if self.prepare is not None and self.prepare != used_datasets(self):
+        if self.prepare is not None and set(self.prepare) != set(used_datasets(self)):  # order: dvc's concern only
             raise ValueError(f"prepare ({GENERATED_FILE}): out of date with the datasets the stages read; regenerate "
                              "it with `fairdp grid --write` (make repro does this)")
         return self

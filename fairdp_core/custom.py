@@ -263,7 +263,7 @@ def audit_bank(loss: np.ndarray, membership: np.ndarray, groups: np.ndarray, *, 
         ["attack", "group", "n_records", "gpr_pp", "lo_pp", "hi_pp"]]
     # ROC per group over the (model, record) pairs: LiRA online, RMIA, and the raw loss
     sig = {"lira_online": lira_scores(phi, mem, mode="online"), "rmia": rmia_scores(phi, mem),
-           "rmia_offline": rmia_scores(phi, mem, mode="offline"), "alooa": -loss}
+           **({"rmia_offline": rmia_scores(phi, mem, mode="offline")} if M >= 8 else {}), "alooa": -loss}
     roc_rows = []
     for a, sc in sig.items():
         for k, name in enumerate(names):
