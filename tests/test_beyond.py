@@ -396,7 +396,6 @@ def test_cifar10_loader_checks_the_hash_and_trains_the_gpu_profiles_cnn_end_to_e
                    "beyond": {"utility": [{"dataset": "cifar10", "model": "cnn", "epsilon": 2.0, "seeds": 2,
                                            "epochs": 2, "batch_size": 8, "lr": 0.05}]}}
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(params_text))
-    (tmp_path / "runs.yaml").write_text("runs: {}\ndesigns: {}\n")
     monkeypatch.delenv("FAIRDP_DATA_MIRROR", raising=False)
     params = load_params(tmp_path / "params.yaml")
     with pytest.raises(ChecksumError, match="6d958be074577803d12ecdefd02955f39262c83c16fe9348329d7fe0b5c001ce"):
@@ -455,7 +454,6 @@ def test_the_attribute_and_its_method_come_from_the_prepared_data(mirror, tmp_pa
                             "datasets": {"compas": {"group": "race"}, "law_paper": {"group": "race1"},
                                          "compas_blind": {"source": "compas", "group": "race",
                                                           "group_as_feature": False}}}}))
-    (tmp_path / "runs.yaml").write_text("runs: {}\ndesigns: {}\n")
     params = load_params(tmp_path / "params.yaml")
     compas, law, blind = (prepare(params, n) for n in ("compas", "law_paper", "compas_blind"))
     col, vocab, groups = group_column(compas)

@@ -221,7 +221,7 @@ def test_audit_command_writes_every_artifact_atomically(law_smoke, monkeypatch, 
     assert (project / "results" / "timings" / f"train-{name}.json").is_file()  # outside the tracked outputs
     s = json.loads((out / "summary.json").read_text())
     assert set(s["attacks"]) == {"alooa_cross_fit", "alooa_in_sample", "alooa_null_corrected", "ga", "gba",
-                                 "lira_online", "lira_offline", "rmia"}
+                                 "lira_online", "lira_offline", "rmia", "rmia_offline"}
     from fairdp_core.versions import package_versions
 
     assert s["versions"] == package_versions() and set(s["versions"]) == {"torch", "opacus", "numpy", "fairdp"}
