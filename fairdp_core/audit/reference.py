@@ -109,18 +109,17 @@ def parity_table(phi: np.ndarray, membership: np.ndarray, groups: np.ndarray, na
     lab = np.asarray(membership, bool)
     pairs = {
         "LiRA online": (lira_scores(phi, lab, mode="online", fix_variance=False),
-                        lira_reference(phi, lab, mode="online"), "mean, not median, as the Gaussian's centre "
-                        "(both with per-record variances; the project pools them below 64 models)"),
+                        lira_reference(phi, lab, mode="online"), "the mean, not the median, as centre"),
         "LiRA offline": (lira_scores(phi, lab, mode="offline", fix_variance=False),
                          lira_reference(phi, lab, mode="offline"),
-                         "one-sided (the paper's Algorithm 1), not two-sided (the reference code)"),
+                         "one-sided (the paper), not two-sided (the code)"),
         "RMIA (γ = 1)": (rmia_scores(phi, lab), rmia_reference(phi, lab),
-                         "population: OUT records of the other half, not all OUT records but x"),
+                         "population: the other half's OUT records"),
         "RMIA (γ = 2)": (rmia_scores(phi, lab, gamma=2.0), rmia_reference(phi, lab, gamma=2.0),
-                         "as γ = 1; the reference's members and non-members meet populations of different sizes"),
+                         "as γ = 1"),
         "RMIA offline (a = 0.3)": (rmia_scores(phi, lab, mode="offline", a=0.3),
                                    rmia_reference(phi, lab, mode="offline", a=0.3),
-                                   "as online, and references from the model's own fold, not the other"),
+                                   "as online; references from the model's own fold"),
     }
     rows = []
     for name, (ours, ref, differs) in pairs.items():
