@@ -324,3 +324,17 @@ def test_every_rmia_setting_is_at_chance_without_leakage_and_finds_a_planted_gro
             assert all(lo <= 0 <= hi for lo, hi in zip(res["gpr_lo"], res["gpr_hi"])), kw
         else:
             assert res["contrasts"][0]["hi"] < 0, (kw, res["contrasts"][0])  # group 0 − group 1
+
+
+@pytest.mark.parametrize("mode", ["online", "offline"])
+@pytest.mark.parametrize("fix_variance", [True, False])
+def test_every_lira_setting_is_at_chance_without_leakage_and_finds_a_planted_group_leak(mode, fix_variance):
+    """LiRA's exposed settings (mode × pooled or per-record variance), thresholded at 0 as the audit does: no leak →
+    the contrast's interval covers 0; a leak in group 1 → it excludes 0 (16 models, 1,500 records, seed 9)."""
+    from fairdp_core.audit.inference import prediction_contributions
+
+    for leak in (0.0, 1.0):
+        phi, mem, g = _bank(16, 1500, seed=9, leak=leak)
+        pred = lira_scores(phi, mem, mode=mode, fix_variance=fix_variance) >= 0
+        c = group_inference(prediction_contributions(pred, mem), g, 2)["contrasts"][0]  # group 0 − group 1
+        assert (c["lo"] <= 0 <= c["hi"]) if leak == 0 else c["hi"] < 0, (mode, fix_variance, leak, c)
