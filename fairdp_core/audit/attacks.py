@@ -318,9 +318,9 @@ def rmia_scores(phi: np.ndarray, membership: np.ndarray, *, gamma: float = 1.0,
     """RMIA (Zarifzadeh et al. 2024, arXiv 2312.03262) on a model bank, [M, m] scores in [0, 1].
 
     For model j and record x: Pr(x | θ_j) = p_j(x), the model's probability of x's label (from φ, the logit-scaled
-    confidence), and LR(x) = p_j(x) / Pr(x). The reference models of j are the models of the OTHER fold (as for
-    LiRA, :func:`lira_scores`: model pairs are complementary halves, so each fold holds every record IN in exactly
-    half its models, whatever j's own label).
+    confidence), and LR(x) = p_j(x) / Pr(x). Online, the reference models of j are the models of the OTHER fold
+    (as for LiRA, :func:`lira_scores`: model pairs are complementary halves, so each fold holds every record IN in
+    exactly half its models, whatever j's own label).
 
     - ``mode="online"`` (default): Pr(x) = the mean of p(x) over all the reference models (IN and OUT in equal
       numbers, the paper's ½(Pr_IN + Pr_OUT)).
