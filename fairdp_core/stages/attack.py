@@ -74,9 +74,10 @@ def attack_bank(loss: np.ndarray, phi: np.ndarray, mem: np.ndarray, g: np.ndarra
     timings: dict[str, float] = {}
     # LiRA: each model's Gaussians are fitted on the other fold's models, and a record is called IN when the
     # likelihood ratio exceeds 1 (online) or φ exceeds the OUT mean (offline): no threshold is fitted on labels.
-    # RMIA: likelihood ratios against the other fold's reference models (online: all of them; offline: those the
-    # record is OUT of, with the paper's correction a chosen from them) and the model's own OUT population; its
-    # threshold is cross-fitted like PA-ALOOA's. Computed only when asked for (the offline a is chosen by simulation).
+    # RMIA: likelihood ratios against reference models (online: the other fold's; offline: the other pairs of the
+    # model's own fold that the record is OUT of, with the paper's correction a) and a population of the model's OUT
+    # records (of the other half of the audited records); its threshold is cross-fitted like PA-ALOOA's. Computed
+    # only when asked for (the offline a is chosen by simulation).
     lira = {mode: lira_scores(phi, mem, mode=mode) for mode in ("online", "offline")}
     contributions = {
         "alooa_cross_fit": lambda: cross_fit_contributions(scores, mem),
