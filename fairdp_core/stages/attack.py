@@ -61,8 +61,9 @@ def attack_bank(loss: np.ndarray, phi: np.ndarray, mem: np.ndarray, g: np.ndarra
     the audited records, ``mem`` [M, m] their membership, ``g`` [m] their groups (0..K−1, named ``names``).
     Returns (records: per record each attack's advantage; group rows: GPR with CI per attack and group, and the
     low-FPR view; per-attack summary; low-FPR view per group; timings in seconds). ``attacks``: a subset of
-    ATTACKS (offline RMIA left out below 8 models), run in ATTACKS' order (every attack draws from one generator, so a subset changes the later attacks'
-    permutations: results are comparable only between runs of the same subset)."""
+    ATTACKS (offline RMIA left out below 8 models), run in ATTACKS' order (every attack draws from one generator,
+    so a subset changes the later attacks' permutations: results are comparable only between runs of the same
+    subset)."""
     unknown = set(attacks) - set(ATTACKS)
     if unknown:
         raise ValueError(f"unknown attacks {sorted(unknown)} (known: {', '.join(ATTACKS)})")
