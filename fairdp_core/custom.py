@@ -39,7 +39,7 @@ import torch
 from torch import nn
 
 from .atomic import write_managed_dir
-from .audit.attacks import lira_scores, rmia_scores
+from .audit.attacks import OFFLINE_RMIA_MIN_MODELS, lira_scores, rmia_scores
 from .audit.design import audit_design
 from .audit.inference import cross_fit_contributions, group_inference
 from .audit.signals import logit_confidence
@@ -263,7 +263,8 @@ def audit_bank(loss: np.ndarray, membership: np.ndarray, groups: np.ndarray, *, 
         ["attack", "group", "n_records", "gpr_pp", "lo_pp", "hi_pp"]]
     # ROC per group over the (model, record) pairs: LiRA online, RMIA, and the raw loss
     sig = {"lira_online": lira_scores(phi, mem, mode="online"), "rmia": rmia_scores(phi, mem),
-           **({"rmia_offline": rmia_scores(phi, mem, mode="offline")} if M >= 8 else {}), "alooa": -loss}
+           **({"rmia_offline": rmia_scores(phi, mem, mode="offline")} if M >= OFFLINE_RMIA_MIN_MODELS else {}),
+           "alooa": -loss}
     roc_rows = []
     for a, sc in sig.items():
         for k, name in enumerate(names):

@@ -29,6 +29,7 @@ __all__ = [
     "logit_confidence",
     "null_corrected_advantage",
     "record_advantage",
+    "OFFLINE_RMIA_MIN_MODELS",
     "choose_offline_a",
     "rmia_scores",
 ]
@@ -227,6 +228,7 @@ def lira_scores(phi: np.ndarray, membership: np.ndarray, *, mode: Literal["onlin
     return out
 
 
+OFFLINE_RMIA_MIN_MODELS = 8  # offline references are the other pairs of a model's fold: two pairs per fold
 RMIA_DEFAULT_A = 0.3  # offline RMIA's a when it cannot be chosen from the references (ML Privacy Meter's default)
 A_GRID = np.round(np.linspace(0.0, 1.0, 21), 2)
 
@@ -272,9 +274,14 @@ def _ref_select(lab_ref: np.ndarray, n_ref: int | None) -> np.ndarray:
     return out
 
 
-def _offline_pr(p_ref: np.ndarray, lab_ref: np.ndarray, a: float, n_ref: int | None, trim: float) -> np.ndarray:
-    """Offline Pr(x) = ½((1 + a)·Pr_OUT(x) + (1 − a)) from OUT reference models only (Zarifzadeh et al. 2024, §3)."""
-    return 0.5 * ((1 + a) * _trimmed_mean(p_ref, _ref_select(lab_ref, n_ref), trim) + (1 - a))
+def _pr_out(p_ref: np.ndarray, lab_ref: np.ndarray, n_ref: int | None, trim: float) -> np.ndarray:
+    """Pr_OUT(x): the (trimmed) mean of p(x) over the reference models x is OUT of (the first ``n_ref``)."""
+    return _trimmed_mean(p_ref, _ref_select(lab_ref, n_ref), trim)
+
+
+def _offline_pr(pr_out: np.ndarray, a: float) -> np.ndarray:
+    """Offline Pr(x) = ½((1 + a)·Pr_OUT(x) + (1 − a)) (Zarifzadeh et al. 2024, §3)."""
+    return 0.5 * ((1 + a) * pr_out + (1 - a))
 
 
 def _same_fold_refs(K: int, t: int) -> np.ndarray:
@@ -297,8 +304,9 @@ def choose_offline_a(p_ref: np.ndarray, lab_ref: np.ndarray, *, gamma: float = 1
     auc = np.zeros(len(grid))
     for r in range(K):
         others = _same_fold_refs(K, r)
+        pr_out = _pr_out(p_ref[others], lab_ref[others], n_ref, trim)  # the same for every a
         for i, a in enumerate(grid):
-            lr = p_ref[r:r + 1] / np.maximum(_offline_pr(p_ref[others], lab_ref[others], a, n_ref, trim), 1e-300)
+            lr = p_ref[r:r + 1] / np.maximum(_offline_pr(pr_out, a), 1e-300)
             s = _population_share(lr, lab_ref[r:r + 1], gamma, halves)[0]
             auc[i] += _auc(s[lab_ref[r]], s[~lab_ref[r]])
     return float(grid[int(np.argmax(auc))])
@@ -364,12 +372,12 @@ def rmia_scores(phi: np.ndarray, membership: np.ndarray, *, gamma: float = 1.0,
         rows = np.flatnonzero(target)
         if not (lab[rows[0::2]] ^ lab[rows[1::2]]).all():
             raise ValueError("offline RMIA: each fold's models must come in complementary pairs (consecutive rows)")
-        if len(rows) < 4:
-            raise ValueError("offline RMIA needs at least two model pairs in each fold (M >= 8): a model's references "
-                             "are the other pairs of its fold")
+        if len(rows) < OFFLINE_RMIA_MIN_MODELS // 2:
+            raise ValueError(f"offline RMIA needs at least {OFFLINE_RMIA_MIN_MODELS} models (two pairs per fold): a "
+                             "model's references are the other pairs of its fold")
         a_f = choose_offline_a(p[ref], lab[ref], gamma=gamma, n_ref=n_ref, trim=trim, halves=halves) \
             if a is None else float(a)
         for t, j in enumerate(rows):
             others = rows[_same_fold_refs(len(rows), t)]
-            lr[j] = p[j] / np.maximum(_offline_pr(p[others], lab[others], a_f, n_ref, trim), 1e-300)
+            lr[j] = p[j] / np.maximum(_offline_pr(_pr_out(p[others], lab[others], n_ref, trim), a_f), 1e-300)
     return _population_share(lr, lab, gamma, halves)

@@ -26,7 +26,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from .attacks import lira_scores, pair_folds, rmia_scores
+from .attacks import _auc, lira_scores, pair_folds, rmia_scores
 
 __all__ = ["lira_reference", "parity_table", "rmia_reference"]
 
@@ -86,15 +86,6 @@ def rmia_reference(phi: np.ndarray, membership: np.ndarray, *, gamma: float = 1.
     return score
 
 
-def _auc(s: np.ndarray, lab: np.ndarray) -> float:
-    from scipy.stats import rankdata
-
-    r = rankdata(s.ravel())
-    pos = lab.ravel()
-    n1, n0 = pos.sum(), (~pos).sum()
-    return float((r[pos].sum() - n1 * (n1 + 1) / 2) / (n1 * n0))
-
-
 def _tpr_at(s: np.ndarray, lab: np.ndarray, fpr: float = 0.01) -> float:
     thr = np.quantile(s[~lab], 1 - fpr)
     return float((s[lab] > thr).mean())
@@ -124,7 +115,7 @@ def parity_table(phi: np.ndarray, membership: np.ndarray, groups: np.ndarray, na
     rows = []
     for name, (ours, ref, differs) in pairs.items():
         row = {"bank": bank, "attack": name, "spearman": float(spearmanr(ours.ravel(), ref.ravel())[0]),
-               "auc_project": _auc(ours, lab), "auc_reference": _auc(ref, lab)}
+               "auc_project": _auc(ours[lab], ours[~lab]), "auc_reference": _auc(ref[lab], ref[~lab])}
         for k, g in enumerate(names):
             cols = np.asarray(groups) == k
             row[f"tpr1_project_{g}"] = _tpr_at(ours[:, cols], lab[:, cols])

@@ -21,6 +21,7 @@ import pandas as pd
 
 from ..atomic import atomic_dir
 from ..audit.attacks import (
+    OFFLINE_RMIA_MIN_MODELS,
     ga_predictions,
     gba_advantage,
     gba_predictions,
@@ -67,7 +68,7 @@ def attack_bank(loss: np.ndarray, phi: np.ndarray, mem: np.ndarray, g: np.ndarra
     unknown = set(attacks) - set(ATTACKS)
     if unknown:
         raise ValueError(f"unknown attacks {sorted(unknown)} (known: {', '.join(ATTACKS)})")
-    if mem.shape[0] < 8:  # offline RMIA's references are the other pairs of a model's fold: two pairs per fold
+    if mem.shape[0] < OFFLINE_RMIA_MIN_MODELS:
         attacks = tuple(a for a in attacks if a != "rmia_offline")
     K = len(names)
     rng = np.random.default_rng(stats_seed)
