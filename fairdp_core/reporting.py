@@ -176,15 +176,21 @@ def provenance(params: Params) -> str:
             + ", ".join(f"{k} {html.escape(x)}" for k, x in v.items()) + ".")
 
 
+# What builds a page: the package, the notebooks and the pipeline definition. A page names the last commit that
+# changed them (not HEAD), so that committing results, params or prose never changes a page that the same code,
+# params and seed built (CI reruns the reports after committing them and compares the bytes).
+CODE_PATHS = ("fairdp_core", "notebooks", "dvc.yaml", "pyproject.toml")
+
+
 def _commit(base: Path) -> str:
+    """The short hash of the last commit that changed :data:`CODE_PATHS`, with "+uncommitted changes" when the
+    working tree changes them; "unknown" outside a git checkout."""
     try:
-        sha = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=base, capture_output=True, text=True,
-                             check=True).stdout.strip()
-        # params.yaml, dvc.lock and reports/ are rewritten by every `make repro PROFILE=...` (the profile is reported
-        # apart): "uncommitted changes" means changed code or pipeline definition
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", "--", ".", ":!params.yaml",
-                                ":!dvc.lock", ":!reports"], cwd=base, capture_output=True, text=True).stdout.strip()
-        return sha + ("+uncommitted changes" if dirty else "")
+        sha = subprocess.run(["git", "log", "-1", "--format=%h", "--", *CODE_PATHS], cwd=base, capture_output=True,
+                             text=True, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", "--", *CODE_PATHS], cwd=base,
+                               capture_output=True, text=True).stdout.strip()
+        return (sha or "unknown") + ("+uncommitted changes" if dirty else "")
     except (OSError, subprocess.CalledProcessError):
         return "unknown"
 

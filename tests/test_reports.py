@@ -80,6 +80,36 @@ def test_every_committed_page_names_the_commit_and_the_versions_that_built_it():
         assert line, f"{page.name}: no provenance line"
 
 
+def test_the_commit_a_page_names_changes_with_the_code_only(tmp_path):
+    """The page names the last commit that changed the code (reporting.CODE_PATHS), not HEAD: committing results,
+    params or runs.yaml (which `make repro PROFILE=...` rewrites) leaves a page's bytes alone; an edited, uncommitted
+    module is flagged. CI's determinism check reruns the reports after committing the smoke results."""
+    import subprocess
+
+    from fairdp_core.reporting import _commit
+
+    def git(*a):
+        return subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", *a], cwd=tmp_path, check=True,
+                              capture_output=True, text=True).stdout.strip()
+
+    git("init", "-q")
+    (tmp_path / "fairdp_core").mkdir()
+    (tmp_path / "fairdp_core" / "m.py").write_text("x = 1\n")
+    (tmp_path / "runs.yaml").write_text("a: 1\n")
+    git("add", "-A"), git("commit", "-qm", "code")
+    code = git("rev-parse", "--short", "HEAD")
+    assert _commit(tmp_path) == code
+    (tmp_path / "runs.yaml").write_text("a: 2\n")  # a profile switch: not a code change
+    (tmp_path / "results.json").write_text("{}")
+    assert _commit(tmp_path) == code
+    git("add", "-A"), git("commit", "-qm", "results")
+    assert git("rev-parse", "--short", "HEAD") != code and _commit(tmp_path) == code
+    (tmp_path / "fairdp_core" / "m.py").write_text("x = 2\n")
+    assert _commit(tmp_path) == code + "+uncommitted changes"
+    git("commit", "-qam", "new code")
+    assert _commit(tmp_path) == git("rev-parse", "--short", "HEAD") != code
+
+
 def _tidy(labels, settings=("Adult · LR", "Law · LR"), eps=("ε = 1", "ε = 10")):
     rows = []
     for s in settings:
