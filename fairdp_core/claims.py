@@ -41,6 +41,8 @@ __all__ = ["CLAIMS_ATTACKS", "NUMERICS_VERSION", "part_runs", "parts", "plan_has
 NUMERICS_VERSION = 1
 # The attacks the claims profile runs: the two estimators every verdict shows, and the cheap reference attacks. The
 # null-corrected PA-ALOOA estimator and PA-GBA are left out (together half the attack stage at m = n).
+# The profiles the campaign runs: the claims profile, and the SD pilot that chooses its MNIST design.
+CAMPAIGN_PROFILES = ("claims", "claims_mnist_pilot")
 CLAIMS_ATTACKS = ("alooa_cross_fit", "alooa_in_sample", "ga", "lira_online", "lira_offline", "rmia")
 
 
@@ -201,7 +203,8 @@ def main(argv: list[str] | None = None) -> int:
     r = sub.add_parser("run", help="run parts of the claims profile (from a pinned worktree)")
     r.add_argument("parts", nargs="+", help="parts such as law_paper-lr-e10 or law_paper-lr-sgd; 'all' for every one")
     r.add_argument("--params", default="params.yaml")
-    r.add_argument("--summaries", default=None, help="where the per-run summaries go (default reports/paper/claims)")
+    r.add_argument("--summaries", default=None,
+                   help="where the per-run summaries go (default reports/paper/<profile>)")
     r.add_argument("--min-seeds", type=int, default=6, help="paired seeds before the power rule decides (default 6)")
     r.add_argument("--allow-dirty", action="store_true", help="run from a checkout with uncommitted changes")
     r.add_argument("--quiet", action="store_true", help="no progress bars")
@@ -209,15 +212,15 @@ def main(argv: list[str] | None = None) -> int:
     ls.add_argument("--params", default="params.yaml")
     args = ap.parse_args(argv)
     params = load_params(args.params)
-    if params.profile != "claims":
-        raise ConfigError(f"{args.params}: profile {params.profile!r}; the campaign runs the claims profile "
-                          "(`fairdp use-profile claims` in its worktree)")
+    if params.profile not in CAMPAIGN_PROFILES:
+        raise ConfigError(f"{args.params}: profile {params.profile!r}; the campaign runs "
+                          f"{' or '.join(CAMPAIGN_PROFILES)} (`fairdp use-profile claims` in its worktree)")
     if args.action == "parts":
         for p in parts(params):
             print(p, sum(len(v) for v in part_runs(params, p).values()), "runs at most")
         return 0
     commit = checkout_commit(params.base_dir, allow_dirty=args.allow_dirty)
-    summaries = Path(args.summaries) if args.summaries else params.resolve("reports/paper/claims")
+    summaries = Path(args.summaries) if args.summaries else params.resolve(f"reports/paper/{params.profile}")
     todo = parts(params) if args.parts == ["all"] else args.parts
     for p in todo:
         part_runs(params, p)  # every name checked before any work

@@ -43,7 +43,7 @@ def law_smoke(project, monkeypatch):
 
 
 @pytest.mark.parametrize("profile", ["smoke", "default", "pilot", "pilot_law", "pilot_mnist_cnn", "full", "paper",
-                                     "gpu"])
+                                     "gpu", "claims_mnist_pilot"])
 def test_profiles_are_valid(project, profile):
     use_profile(profile, project / "params.yaml", project / "profiles")
     p = load_params(project / "params.yaml")
@@ -81,6 +81,15 @@ def test_profiles_are_valid(project, profile):
 
         specs = [train_plan(p, name)["spec"] for name in p.runs]
         assert len(specs) == 8 * 3 and {(s["lr"], s["epochs"]) for s in specs} == {(0.2, 2)}
+    if profile == "claims_mnist_pilot":  # the claims design on MNIST (C = 10 as in the paper's config), 2R = 32
+        from fairdp_core.stages.plan import train_plan
+
+        assert p.audit.m == "all" and p.audit.R == 16 and len(p.runs) == 2 * 3 * 2
+        assert {(r.dataset, r.model, r.epsilon) for r in p.runs.values()} == {("mnist", "mlp", 10), ("mnist", "cnn", 10)}
+        specs = [train_plan(p, name)["spec"] for name in p.runs]
+        # one lr for every arm: the default profile's per-algorithm lr must not reach the quantile arm
+        assert {(s["lr"], s["epochs"], s["batch_size"]) for s in specs} == {(0.1, 20, 256)}
+        assert {s["clip"] for s in specs if "clip" in s} == {10.0}
     if profile in ("pilot", "pilot_law", "paper", "gpu"):
         # the paper's lr and bound reach every run: the profile's `overrides: {}` clears the default profile's
         # per-dataset overrides (it once merged them in, and the first pilot ran Adult at lr 0.5)
