@@ -1,4 +1,4 @@
-"""The clip study (issue 15, item 2): does a per-dataset clipping bound C, chosen privately, change Δ?
+"""The clip study: does a per-dataset clipping bound C, chosen privately, change Δ?
 
 For each dataset (LR, the study's prepared data and training settings) and seed, two DP-SGD banks on the SAME audit
 design, initialisations and Poisson batches (paired; only their noise streams differ, as for any two releases):
@@ -290,7 +290,7 @@ def clip_study(params: Params, datasets: list[str] | tuple[str, ...] = DATASETS,
     bar.close()
     a = p.audit
     return {
-        "study": "clip-study", "issue": 15, "profile": params.profile, "params_seed": params.seed, "model": model,
+        "study": "clip-study", "profile": params.profile, "params_seed": params.seed, "model": model,
         "datasets_run": datasets, "seeds": list(range(seeds)), "epsilon": epsilon, "epsilon_q": epsilon_q,
         "quantile": quantile, "delta": p.train.delta, "accountant": p.train.accountant, "alpha": a.alpha,
         "design": {"m": a.m, "R": a.R, "n_models": 2 * a.R, "min_per_group": a.min_per_group, "n_perm": a.n_perm,
@@ -325,7 +325,7 @@ def markdown(res: dict) -> str:
     level = f"{100 * (1 - res['alpha']):g}%"
     lines = [
         "# Clip study: does a per-dataset clipping bound C change Δ?", "",
-        f"`fairdp clip-study` (fairdp_core/clip_study.py; issue 15, item 2), profile {res['profile']}, "
+        f"`fairdp clip-study` (fairdp_core/clip_study.py), profile {res['profile']}, "
         f"{res['model'].upper()} on {', '.join(res['datasets_run'])}, ε = {eps:g} in total, δ = {res['delta']:g}, "
         f"{res['accountant'].upper()} accountant, Poisson sampling. Seeds {', '.join(map(str, res['seeds']))}; "
         f"per dataset and seed, both arms share the audit design (m = {d['m']} audited records, 2R = {d['n_models']} "

@@ -59,9 +59,9 @@ PositiveInt = Annotated[int, Field(gt=0)]
 
 
 class DatasetOptions(_Strict):
-    """Per-dataset preparation (STUDY.md §2). ``group``: the group attribute (None: the dataset's default);
-    ``group_as_feature``: keep it as a model input; ``test_fraction``: held-out share where the dataset has no
-    official test file; ``train_size`` / ``test_size``: stratified (group × label) subsets, None for all.
+    """Per-dataset preparation (docs/study.md, 'Datasets and groups'). ``group``: the group attribute (None: the
+    dataset's default); ``group_as_feature``: keep it as a model input; ``test_fraction``: held-out share where the
+    dataset has no official test file; ``train_size`` / ``test_size``: stratified (group × label) subsets, None for all.
     ``source``: for a variant under a name of its own (e.g. ``adult_blind: {source: adult, group_as_feature:
     false}``), the study dataset it is prepared from; its records and split are the source's (same seed stream)."""
 
@@ -106,14 +106,19 @@ class DataConfig(_Strict):
 
 
 Positive = Annotated[float, Field(gt=0.0)]
-Algorithm = Literal["sgd", "dpsgd", "dpsgd_s", "dpsgd_s_paper", "dpsgd_s_paper_code", "dpsgd_s_nonprivate",
-                    "dpsgd_f", "global_adapt", "adaclip"]
+# The clipping rules params.yaml accepts: the modules of fairdp_core/rules/ (one per rule, named as the rule; the
+# registry checks the names). Read from the file names, not imported: the data stages load this module and must not
+# depend on the training code the rule modules hold.
+RULE_NAMES = tuple(sorted(p.stem for p in (Path(__file__).parent / "rules").glob("*.py")
+                          if p.stem not in ("__init__", "base")))
+Algorithm = Literal[RULE_NAMES]
 ModelName = Literal["lr", "mlp", "cnn", "cnn_relu"]
 
 
 class DpsgdSConfig(_Strict):
-    """DP-SGD-S (STUDY.md §3): C_k = max(τ·Q_k, C_min); target quantile γ; step η_Q; count noise σ_b (None:
-    B/20, Andrew et al.); initial Q_k; public cap Q_max; public floor of the noised count denominator (None: σ_b)."""
+    """DP-SGD-S (docs/study.md, 'DP-SGD-S, the quantile rule'): C_k = max(τ·Q_k, C_min); target quantile γ; step η_Q;
+    count noise σ_b (None: B/20, Andrew et al.); initial Q_k; public cap Q_max; public floor of the noised count
+    denominator (None: σ_b)."""
 
     tau: Positive = 1.0
     gamma: Fraction = 0.75
@@ -382,10 +387,10 @@ class SynthAuditConfig(_Strict):
 
 
 class SynthConfig(_Strict):
-    """DP synthetic data (issue 14): DPDSyn against DP-SGD on real data, DP-CGAN (fairdp_core.synth.dpgan) and
-    smartnoise's MST (PATE-CTGAN and DP-CTGAN run too but are not at their nominal ε), at every ε and seed, on each
-    dataset; the non-private DPDSyn (σ = 0) and the classifier trained on the real pool are always run as upper
-    bounds. ``n_synth``: rows of a released table (public); ``bins``:
+    """DP synthetic data (docs/study.md, 'Synthetic data'): DPDSyn against DP-SGD on real data, DP-CGAN
+    (fairdp_core.synth.dpgan) and smartnoise's MST (PATE-CTGAN and DP-CTGAN run too but are not at their nominal ε),
+    at every ε and seed, on each dataset; the non-private DPDSyn (σ = 0) and the classifier trained on the real pool
+    are always run as upper bounds. ``n_synth``: rows of a released table (public); ``bins``:
     public equal-width bins of [-1, 1] for numerics (fidelity, and the codes the smartnoise baselines see);
     ``accountant``: the one accountant of DPDSyn, DP-CGAN and the DP-SGD baseline (δ is ``train.delta``)."""
 
@@ -396,7 +401,7 @@ class SynthConfig(_Strict):
     n_synth: PositiveInt = 10000
     bins: Annotated[int, Field(ge=2)] = 10
     # PRV: Opacus's RDP accountant, with its default orders, cannot certify ε below about 0.19 at δ = 1e-5
-    # (log(1/δ)/(α_max − 1)), and the issue's grid goes to 0.01. DPDSyn and its DP-SGD baseline share it.
+    # (log(1/δ)/(α_max − 1)), and the synthetic-data ε grid goes down to 0.01. DPDSyn and its DP-SGD baseline share it.
     accountant: Literal["rdp", "prv"] = "prv"
     dpdsyn: DPDSynConfig = Field(default_factory=DPDSynConfig)
     dpcgan: DPCGANConfig = Field(default_factory=DPCGANConfig)
@@ -414,18 +419,19 @@ class ReportConfig(_Strict):
 
 
 class AttributeInferenceConfig(_Strict):
-    """Attribute inference of the group attribute (issue 13) on the runs of ``datasets`` whose algorithm is in
-    ``beyond.algorithms``: lowest loss where the attribute is a model input, a meta-classifier on the model's outputs
-    (fitted on the test split) where it is not (a variant with ``group_as_feature: false``)."""
+    """Attribute inference of the group attribute (docs/study.md, 'Beyond membership') on the runs of ``datasets``
+    whose algorithm is in ``beyond.algorithms``: lowest loss where the attribute is a model input, a meta-classifier
+    on the model's outputs (fitted on the test split) where it is not (a variant with ``group_as_feature: false``)."""
 
     datasets: list[str] = Field(default_factory=list)
 
 
 class InversionConfig(_Strict):
-    """Model inversion (issue 13) of the image runs of ``datasets`` (algorithm in ``beyond.algorithms``): the first
-    ``models`` models of each bank, ``restarts`` starting points per class, Adam (``lr``) for ``steps`` on
-    log p_c − ``tv``·TV − ``l2``·mean(x²). The evaluators (trained without privacy on data disjoint from the attacked
-    models': ``evaluator_pool``, else 80% of the test split) train ``evaluator_epochs`` at ``evaluator_lr``."""
+    """Model inversion (docs/study.md, 'Beyond membership') of the image runs of ``datasets`` (algorithm in
+    ``beyond.algorithms``): the first ``models`` models of each bank, ``restarts`` starting points per class, Adam
+    (``lr``) for ``steps`` on log p_c − ``tv``·TV − ``l2``·mean(x²). The evaluators (trained without privacy on data
+    disjoint from the attacked models': ``evaluator_pool``, else 80% of the test split) train ``evaluator_epochs`` at
+    ``evaluator_lr``."""
 
     datasets: list[str] = Field(default_factory=list)
     models: PositiveInt = 4
@@ -445,7 +451,7 @@ class InversionConfig(_Strict):
 
 class UtilityConfig(_Strict):
     """Test accuracy of ``model`` on ``dataset``'s whole training split, non-private and DP-SGD at ``epsilon`` (δ, the
-    accountant and the sampling as ``train``), over ``seeds`` (issue 13: the DP-SGD material's MNIST CNN at ε = 2)."""
+    accountant and the sampling as ``train``), over ``seeds`` (the DP-SGD material's MNIST CNN at ε = 2)."""
 
     dataset: str
     model: ModelName = "cnn_relu"
@@ -458,7 +464,7 @@ class UtilityConfig(_Strict):
 
 
 class BeyondConfig(_Strict):
-    """Risks beyond membership (issue 13; STUDY.md §5b), on the banks the membership audit trains."""
+    """Risks beyond membership (docs/study.md, 'Beyond membership'), on the banks the membership audit trains."""
 
     algorithms: list[Algorithm] = Field(default_factory=lambda: ["sgd", "dpsgd"])
     attribute: AttributeInferenceConfig = Field(default_factory=AttributeInferenceConfig)

@@ -1,4 +1,4 @@
-"""Outcome fairness (STUDY.md §5), thin over fairlearn.
+"""Outcome fairness (docs/study.md, 'Outcome fairness'), thin over fairlearn.
 
 Point estimates and the by-group frame come from fairlearn's :class:`MetricFrame` (``accuracy``,
 ``selection_rate``, ``true_positive_rate``, ``false_positive_rate``; differences ``between_groups``), and the

@@ -1,5 +1,6 @@
-"""The study's models (STUDY.md §3): LR, MLP, the MNIST CNN, a small UTKFace CNN, and for the utility check of
-issue 13 the DP-SGD material's ReLU CNN for MNIST (``cnn_relu``) and its CIFAR-10 CNN (``cnn`` on 3x32x32 inputs).
+"""The study's models (docs/study.md, 'Models'): LR, MLP, the MNIST CNN, a small UTKFace CNN, and for the DP-SGD
+utility check the DP-SGD material's ReLU CNN for MNIST (``cnn_relu``) and its CIFAR-10 CNN (``cnn`` on 3x32x32
+inputs).
 
 Each is an ordinary ``torch.nn.Module`` (usable with Opacus), built by :func:`build_model`. No BatchNorm (it mixes
 samples; the CIFAR CNN has GroupNorm in its place); the study's CNNs use tanh, as Papernot et al.'s
@@ -47,7 +48,7 @@ class MnistCNN(nn.Module):
     """conv 16@5x5 (stride 2, pad 2) -> pool -> conv 32@4x4 (stride 2) -> pool -> fc 32 -> fc n_classes, tanh.
 
     The tempered-sigmoid network of Papernot et al. (arXiv 2007.14191, Table 1) with the 5x5 first kernel that
-    STUDY.md §3 specifies; pooling is 2x2 with stride 1. Input [n, 1, 28, 28].
+    the study specifies (docs/study.md, 'Models'); pooling is 2x2 with stride 1. Input [n, 1, 28, 28].
     """
 
     def __init__(self, n_classes: int = 10, in_channels: int = 1) -> None:

@@ -22,6 +22,8 @@ import numpy as np
 import pandas as pd
 import seaborn as sns
 
+from .rules import COLORS as RULE_COLORS
+
 __all__ = [
     "ALGORITHM_COLORS",
     "ATTACK_COLORS",
@@ -46,16 +48,8 @@ sns.set_theme(style="whitegrid", context="notebook")
 
 # by the labels the reports print (results.ALGORITHM_LABELS)
 ALGORITHM_COLORS = {
-    "SGD": "#7f7f7f",
-    "DP-SGD": "#0072B2",
-    "DP-SGD-S": "#D55E00",
-    "DP-SGD-S (paper rule)": "#009E73",
-    "DP-SGD-S (paper code, not guaranteed)": "#CC79A7",
-    "DP-SGD-S (non-private stats)": "#8C564B",
-    "DPSGD-F": "#E69F00",
-    "DPSGD-Global-Adapt": "#56B4E9",
-    "AdaClip": "#000000",
-    # the synthetic-data route (issue 14); SGD (real data) and DP-SGD keep their colours
+    **RULE_COLORS,  # each clipping rule's, from the rule registry (fairdp_core.rules)
+    # the synthetic-data route; SGD (real data) and DP-SGD keep their colours
     "DPDSyn": "#C0392B",
     "DPDSyn (no noise)": "#F1948A",
     "MST": "#7D3C98",
@@ -417,7 +411,7 @@ def looa_vs_alooa(df: pd.DataFrame, *, title: str = "") -> plt.Figure:
     return _tag(fig, [])
 
 
-# ------------------------------------------------------------------------------------ beyond membership (issue 13)
+# ------------------------------------------------------------------------------------ beyond membership -----------
 
 RISK_ORDER = ("membership", "attribute inference", "model inversion")
 

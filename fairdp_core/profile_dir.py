@@ -5,7 +5,7 @@ checkout's tracked files with its own ``params.yaml`` (the profile), ``results/`
 checkout's virtual environments linked in, then runs the pipeline there. The checkout's ``params.yaml`` (comments
 included), its committed reports and its ``dvc.lock`` are never touched. Run again, the directory is refreshed: the
 code is copied anew, while its results, reports, lock and DVC cache stay, so DVC reruns only what changed.
-``make repro PROFILE=... IN_PLACE=1`` keeps the old behaviour (CI uses it in a throwaway copy).
+``make repro PROFILE=... IN_PLACE=1`` runs the profile in the checkout itself instead (CI does, in a throwaway copy).
 """
 
 from __future__ import annotations
@@ -32,12 +32,12 @@ def _tracked(root: Path) -> list[str]:
 def prepare_profile_dir(root: str | os.PathLike, name: str, dest: str | os.PathLike | None = None) -> Path:
     """Create or refresh the profile's directory (default ``<root>/profile-runs/<name>``) and make its params.yaml
     the profile; returns the directory."""
-    from .cli import use_profile
+    from .cli import profile_names, use_profile
     from .config import ConfigError
 
     root = Path(root).resolve()
     if not (root / "profiles" / f"{name}.yaml").is_file():
-        known = sorted(p.stem for p in (root / "profiles").glob("*.yaml"))
+        known = profile_names(root / "profiles")
         raise ConfigError(f"unknown profile {name!r}: no profiles/{name}.yaml (known: {', '.join(known)})")
     dest = Path(dest) if dest is not None else root / "profile-runs" / name
     first = not dest.exists()

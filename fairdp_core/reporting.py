@@ -46,7 +46,8 @@ __all__ = [
 NOTEBOOKS = ("audit_comparison", "dpsgd_s_sweep", "group_gpr", "outcome_fairness", "quickstart", "beyond_membership",
              "synthetic_data")
 
-# The reference paper's reported examples (STUDY.md §1; Δ in pp of attack advantage, mean over 5 seeds).
+# The reference paper's reported examples (docs/study.md, 'The reference paper'; Δ in pp of attack advantage, mean
+# over 5 seeds).
 PAPER_REPORTED = {
     ("mnist", "cnn", 10): {"dpsgd": {"delta_pp": 3.54}, "dpsgd_s": {"delta_pp": 2.91}},
     ("adult", "lr", 10): {"dpsgd": {"delta_pp": 0.27}, "dpsgd_s": {"delta_pp": 0.17}},
@@ -56,8 +57,6 @@ PAPER_REPORTED = {
     ("law_paper", "lr", 10): {"dpsgd": {"delta_pp": 0.59, "accuracy": 0.8974},
                               "dpsgd_s": {"delta_pp": 0.41, "accuracy": 0.8956}},
 }
-# Stored paper snapshots carry this; older ones (without it) had intervals whose coverage failed in simulation.
-STATISTICS_VERSION = "crossed-variance-v1"
 # The paper's effects at ε = 10 (DP-SGD-S − DP-SGD, pp), for power: Adult, Law, MNIST-CNN.
 PAPER_EFFECTS_PP = {"adult-lr": 0.17 - 0.27, "law-lr": 0.41 - 0.59, "mnist-cnn": 2.91 - 3.54}
 
@@ -257,7 +256,7 @@ def _seed_stats(g: pd.DataFrame, alpha: float = 0.05) -> pd.Series:
     balanced = float(bal.mean()) if bal.notna().all() and len(bal) else float("nan")
     clipped = _mean_clipped(g)
     pooled = _pooled_delta(g, alpha) if "contrasts" in g else {}
-    if not pooled and one:  # hand-written or older summaries: the bank's own interval
+    if not pooled and one:  # one seed and no per-pair contrasts in its summary: the bank's own interval
         pooled = {"delta_lo": g["delta_lo"].iloc[0], "delta_hi": g["delta_hi"].iloc[0], "p_delta": g["p_delta"].iloc[0]}
     if not pooled:  # no per-pair contrasts stored: the t interval of the mean plug-in Δ over seeds, clipped at 0
         over = seed_mean_interval(g["delta_pp"].to_numpy(float), alpha=alpha)
@@ -289,7 +288,7 @@ def _seed_stats(g: pd.DataFrame, alpha: float = 0.05) -> pd.Series:
         "eps_spent": g["eps_spent"].max(), "guaranteed": bool(g["guaranteed"].all())})
 
 
-# Banks that exist for the beyond-membership page (issue 13) and stay off the membership pages: ε = 2 (the DP-SGD
+# Banks that exist for the beyond-membership page and stay off the membership pages: ε = 2 (the DP-SGD
 # material's), the dataset variants (``source``), the Adult MLP and the MNIST CNN's SGD reference
 BEYOND_EPSILONS = (2.0,)
 BEYOND_SETTINGS = {("adult", "mlp", None), ("mnist", "cnn", "sgd")}  # (dataset, model, algorithm or None: all)

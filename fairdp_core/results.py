@@ -8,14 +8,12 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from .rules import LABELS
+
 __all__ = ["ALGORITHM_LABELS", "DATASET_LABELS", "MODEL_LABELS", "eps_label", "group_table", "load_summaries", "records",
            "run_label", "run_table", "setting_label"]
 
-ALGORITHM_LABELS = {"sgd": "SGD", "dpsgd": "DP-SGD", "dpsgd_s": "DP-SGD-S",
-                    "dpsgd_s_paper": "DP-SGD-S (paper rule)",
-                    "dpsgd_s_paper_code": "DP-SGD-S (paper code, not guaranteed)",
-                    "dpsgd_s_nonprivate": "DP-SGD-S (non-private stats)",
-                    "dpsgd_f": "DPSGD-F", "global_adapt": "DPSGD-Global-Adapt", "adaclip": "AdaClip"}
+ALGORITHM_LABELS = dict(LABELS)  # from the rule registry (fairdp_core.rules)
 DATASET_LABELS = {"adult": "Adult", "bank": "Bank", "credit": "Credit", "law": "Law", "law_paper": "Law (paper's task)",
                   "compas": "COMPAS", "mnist": "MNIST", "utkface": "UTKFace", "adult_blind": "Adult (sex not an input)",
                   "law_paper_blind": "Law (paper's task; race not an input)", "compas_blind": "COMPAS (race not an input)",

@@ -4,7 +4,7 @@ The prepared training split is cut once (seeded) into a fitting part (80%) and a
 split and the audit are never looked at. For every setting of the grid, a bank of ``M`` models per algorithm and ε
 trains on the fitting part and is scored on the validation part: accuracy, balanced accuracy and the largest
 predicted-class share (the degenerate-model check: ≥ 0.99, or balanced accuracy < 0.52). The choice depends on
-private data and is not charged to any ε; reports that use it say so (STUDY.md §3: "tuning outside ε").
+private data and is not charged to any ε; reports that use it say so (docs/study.md, 'Tuning outside ε').
 
     fairdp tune --dataset bank --model lr --lr 0.5 2 5 --epochs 5 20 --out reports/tuning/bank-lr.json
 """

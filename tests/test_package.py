@@ -93,6 +93,35 @@ def test_every_command_and_option_has_help():
     assert all(name in text for name in sub.choices)
 
 
+def test_help_lists_every_command_and_every_profile(capsys):
+    """`fairdp --help` lists every subcommand on a line of its own under one of the audiences, and
+    `fairdp use-profile --help` names every profiles/*.yaml (a command or a profile file added later is listed
+    without anyone editing the help)."""
+    import argparse
+
+    from fairdp_core import cli
+
+    with pytest.raises(SystemExit):
+        cli.main(["--help"])
+    text = capsys.readouterr().out
+    sub = next(a for a in cli.build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    assert len(sub.choices) >= 22
+    missing = [name for name in sub.choices if not re.search(rf"^  {re.escape(name)} ", text, re.M)]
+    assert not missing, f"not in `fairdp --help`: {missing}"
+    unsorted = [name for name, sp in sub.choices.items() if sp.get_default("audience") not in cli.AUDIENCES]
+    assert not unsorted, f"commands without an audience of cli.AUDIENCES: {unsorted}"
+    assert all(f"\n{title}:\n" in text for title in cli.AUDIENCES.values())
+
+    with pytest.raises(SystemExit):
+        cli.main(["use-profile", "--help"])
+    flat = " ".join(capsys.readouterr().out.split())
+    listed = re.search(r"a profile of profiles/: (.*?) options:", flat)
+    assert listed, flat
+    profiles = sorted(p.stem for p in (ROOT / "profiles").glob("*.yaml"))
+    assert "default" in profiles and "smoke" in profiles
+    assert listed.group(1).split(", ") == profiles
+
+
 def test_the_audit_library_needs_no_pipeline_package():
     """Importing the audit (fairdp_core.custom, the engine, the attacks) loads none of the study's extra packages
     (dvc, papermill, jupyter, fairlearn, ruamel), so `pip install fairdp_core` without [study] suffices for it."""

@@ -1,4 +1,4 @@
-"""Membership-inference attacks as pure array functions (STUDY.md §4).
+"""Membership-inference attacks as pure array functions (docs/study.md, 'The audit'; docs/attacks.md).
 
 Conventions: ``scores`` [M, m] float, one row per model and one column per audit record, higher = more
 member-like (e.g. −loss); ``membership`` [M, m] bool, True where the record was in the model's training set.

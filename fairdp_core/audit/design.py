@@ -1,4 +1,4 @@
-"""The membership design of the audit (STUDY.md §4): who is IN for which model.
+"""The membership design of the audit (docs/study.md, 'Membership design'): who is IN for which model.
 
 PA-ALOOA: an audit set A of m records of the training pool D, stratified by group; R rounds each split A into
 two halves at random (stratified by group); model (r, 0) trains on (D∖A) ∪ half 0 and model (r, 1) on

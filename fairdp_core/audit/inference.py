@@ -1,4 +1,5 @@
-"""Inference for group privacy risk that holds its coverage: GPR per group, contrasts, Δ, tests (STUDY.md §4).
+"""Inference for group privacy risk that holds its coverage: GPR per group, contrasts, Δ, tests (docs/study.md,
+'Intervals and tests').
 
 Every attack whose per-record advantage is a sum over models of a per-(model, record) term (the cross-fitted
 PA-ALOOA, PA-GA, PA-GBA and LiRA through the cross-fitted rule) is written as contributions ``c`` [M, m] with
@@ -34,6 +35,7 @@ from .attacks import best_cut, pair_folds
 __all__ = [
     "cross_fit_contributions",
     "group_inference",
+    "holm",
     "variance_parts",
     "prediction_contributions",
     "studentized_permutation_pvalue",
@@ -120,6 +122,19 @@ def variance_parts(parts, weights: dict[int, float], R: int) -> dict[str, float]
     return {"v": v, "df": max(min(df, 1e6), 1.0), "v_rec": v_rec, "v_pair": v_pair, "v_cell": v_cell}
 
 
+def holm(pvalues) -> np.ndarray:
+    """Holm's step-down adjustment of a family of p-values (NaN stays NaN): controls the family-wise error rate."""
+    p = np.asarray(pvalues, float)
+    out = np.full(p.shape, np.nan)
+    ok = np.flatnonzero(~np.isnan(p))
+    order = ok[np.argsort(p[ok], kind="stable")]
+    running = 0.0
+    for rank, i in enumerate(order):
+        running = max(running, min(1.0, (len(order) - rank) * p[i]))
+        out[i] = running
+    return out
+
+
 def _t_interval(est: float, v: float, df: float, alpha: float) -> tuple[float, float]:
     h = float(stats.t.ppf(1 - alpha / 2, df)) * math.sqrt(v)
     return est - h, est + h
@@ -201,8 +216,6 @@ def group_inference(c: np.ndarray, group: np.ndarray, n_groups: int, *, alpha: f
         rows.append({"k": k, "l": j, "diff": d, "se": math.sqrt(v), "df": df, "lo": lo_s, "hi": hi_s, "p": p,
                      "v_rec": vp["v_rec"], "v_pair": vp["v_pair"], "v_cell": vp["v_cell"]})
     # Holm over the pairs
-    from .stats import holm
-
     for r, ph in zip(rows, holm([r["p"] for r in rows])):
         r["p_holm"] = float(ph)
     delta = 100 * (np.nanmax(gpr) - np.nanmin(gpr)) if np.isfinite(gpr).sum() > 1 else float("nan")

@@ -1,6 +1,7 @@
 """Risk statistics: GPR and Δ, permutation p-values, intervals and tests over seeds, leveling, TPR at low FPR and an
-empirical ε lower bound with Clopper–Pearson intervals on effective counts (STUDY.md §4). The intervals of GPR, the
-contrasts and Δ over records × model pairs are in :mod:`fairdp_core.audit.inference`.
+empirical ε lower bound with Clopper–Pearson intervals on effective counts (docs/study.md, 'The audit'). The
+intervals of GPR, the contrasts and Δ over records × model pairs, and Holm's adjustment, are in
+:mod:`fairdp_core.audit.inference`.
 
 GPR_k is the mean per-record advantage over group k's audit records; Δ = max_k GPR_k − min_k GPR_k, reported in
 percentage points (×100).
@@ -16,6 +17,7 @@ import pandas as pd
 from scipy import stats
 
 from .attacks import pair_folds
+from .inference import group_inference, holm  # holm re-exported: reporting, verdicts and notebooks import it here
 
 __all__ = [
     "clopper_pearson",
@@ -210,19 +212,6 @@ def pool_over_seeds(estimates, ses, dfs, *, alpha: float = 0.05, v_rec=None, v_c
     return {"mean": m, "se": se, "df": df, "lo": m - h, "hi": m + h, "p": p, "p_het": p_het, "n_seeds": S}
 
 
-def holm(pvalues) -> np.ndarray:
-    """Holm's step-down adjustment of a family of p-values (NaN stays NaN): controls the family-wise error rate."""
-    p = np.asarray(pvalues, float)
-    out = np.full(p.shape, np.nan)
-    ok = np.flatnonzero(~np.isnan(p))
-    order = ok[np.argsort(p[ok], kind="stable")]
-    running = 0.0
-    for rank, i in enumerate(order):
-        running = max(running, min(1.0, (len(order) - rank) * p[i]))
-        out[i] = running
-    return out
-
-
 def seed_mean_interval(estimates: np.ndarray, *, alpha: float = 0.05) -> dict[str, float]:
     """Over seeds: the mean of the per-seed estimates with its t interval (S − 1 df; SD over seeds), and the exact
     two-sided sign-flip p-value of "mean 0" with the smallest p attainable with S seeds (2 / 2^S): below S = 6 no
@@ -279,8 +268,6 @@ def leveling_split(c_a: np.ndarray, c_b: np.ndarray, group: np.ndarray, n_groups
     measuring on the same records would show the riskiest group "improving" even between two identical algorithms.
     Columns: group, change, lo, hi (level 1 − alpha), p (two-sided t), df, n, gpr_a_pick, role (none when every
     group ties on the first half)."""
-    from .inference import group_inference
-
     c_a, c_b, group = np.asarray(c_a, float), np.asarray(c_b, float), np.asarray(group)
     if c_a.shape != c_b.shape:
         raise ValueError(f"the two banks must have the same models and records: {c_a.shape} vs {c_b.shape}")

@@ -1,5 +1,5 @@
-"""Risks beyond membership, per group (issue 13; STUDY.md §5b): attribute inference and model inversion against the
-study's banks, and the utility of DP-SGD on the DP-SGD material's image models.
+"""Risks beyond membership, per group (docs/study.md, 'Beyond membership'): attribute inference and model inversion
+against the study's banks, and the utility of DP-SGD on the DP-SGD material's image models.
 
 - :mod:`.attribute`: the adversary knows a record except one sensitive attribute (the study's group attribute) and
   queries a trained model. Where the attribute is a model input it tries every value and keeps the one with the

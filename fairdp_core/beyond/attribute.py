@@ -1,4 +1,4 @@
-"""Attribute inference, per group, on members and non-members (issue 13).
+"""Attribute inference, per group, on members and non-members (docs/study.md, 'Beyond membership').
 
 The adversary knows a record (x without its sensitive attribute a, and its label y) and queries a trained model.
 

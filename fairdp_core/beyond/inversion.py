@@ -1,4 +1,4 @@
-"""Model inversion (Fredrikson et al. 2015), per class, scored by an independent evaluator (issue 13).
+"""Model inversion (Fredrikson et al. 2015), per class, scored by an independent evaluator.
 
 For each attacked model and class c, an input x in [0, 1]^d is found by gradient ascent (Adam) on
 

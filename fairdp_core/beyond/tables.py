@@ -1,4 +1,4 @@
-"""The beyond_membership report's tables (issue 13): membership, attribute inference and model inversion per run,
+"""The beyond_membership report's tables: membership, attribute inference and model inversion per run,
 as success rates and advantages with intervals, from the stage outputs (``results/beyond``) and the audit's.
 
 Success rates, the source's unit: membership 50% + advantage/2 (the balanced membership game, PA-ALOOA

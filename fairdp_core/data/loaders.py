@@ -1,5 +1,5 @@
-"""Loaders for the seven datasets of the study (``shared/STUDY.md`` §2), and CIFAR-10 for the utility check of issue
-13, and their registry.
+"""Loaders for the datasets of the study (docs/study.md, 'Datasets and groups'), CIFAR-10 for the DP-SGD utility
+check, and their registry.
 
 Each builder reads verified raw files and returns a :class:`GroupedData`. A tabular dataset is encoded with its
 public schema (:class:`TabularSchema`, kept beside its builder): every categorical vocabulary and every numeric
@@ -477,7 +477,7 @@ REGISTRY: dict[str, DatasetSpec] = {
         {"race": GroupSpec("race", ("White", "Black", "Asian", "Indian", "Others"),
                            lambda s: np.asarray(s, np.int64))},
         _build_utkface),
-    # not in the study's mirror: the utility check of issue 13 (gpu profile), canonical download only
+    # not in the study's mirror: the DP-SGD utility check (gpu profile), canonical download only
     "cifar10": DatasetSpec(
         "cifar10",
         (RawFile("cifar10", "cifar-10-python.tar.gz", ("https://www.cs.toronto.edu/~kriz/cifar-10-python.tar.gz",),

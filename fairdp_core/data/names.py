@@ -17,5 +17,5 @@ DATASET_GROUPS: dict[str, tuple[str, ...]] = {
     "compas": ("race", "sex"),
     "mnist": ("digit",),
     "utkface": ("race",),
-    "cifar10": ("class",),  # not in the mirror: the gpu profile's utility check (issue 13)
+    "cifar10": ("class",),  # not in the mirror: the gpu profile's DP-SGD utility check
 }

@@ -1,6 +1,6 @@
 """Finding, verifying and caching the raw dataset files.
 
-Where a file comes from, in order (issue 2):
+Where a file comes from, in order:
 
 1. ``<raw_dir>/<folder>/<file>`` (the project's own cache, ``data/raw`` by default);
 2. a mirror directory (``data.mirror`` in params.yaml, or ``$FAIRDP_DATA_MIRROR``), copied into the cache;

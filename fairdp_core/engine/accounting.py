@@ -57,7 +57,7 @@ def history_epsilon(history: list[tuple[float, float, int]], *, delta: float, ac
     if not history:
         return 0.0
     # imported here, not at module level: Opacus's package imports torch.distributed and SciPy (2.4 s of every
-    # train stage's start, measured in issue 17), which a non-private bank never needs
+    # train stage's start), which a non-private bank never needs
     from opacus.accountants import create_accountant
 
     acc = create_accountant(accountant)

@@ -5,7 +5,7 @@ Parameters are a dict ``name -> Tensor [M, *shape]`` with the names of the model
 - :class:`DenseBackend` (LR, MLP: linear layers with tanh between) never materialises per-sample gradients. For a
   linear layer with input a_i and output gradient δ_i, the per-sample weight gradient is the outer product
   δ_i a_iᵀ, so ‖∇W‖² + ‖∇b‖² = ‖δ_i‖² (‖a_i‖² + 1), and the clipped sum Σ f_i δ_i a_iᵀ is one batched matmul
-  (Goodfellow 2015, arXiv 1510.01799; PERF_NOTES.md).
+  (Goodfellow 2015, arXiv 1510.01799; docs/performance.md).
 - :class:`FuncBackend` (any module, e.g. the CNNs) uses ``torch.func``: ``vmap`` over models of ``vmap`` over
   samples of ``grad`` of the single-sample loss.
 
@@ -146,7 +146,7 @@ class LayerBackend(Backend):
     δ_i (samples do not interact); per-sample parameter gradients then follow in closed form: for a linear layer
     δ_i a_iᵀ (norm ‖δ_i‖·sqrt(‖a_i‖² + 1), never materialised), for a convolution δ_i · patches(a_i), a
     [out, k·k·in] matrix per sample (Goodfellow 2015, arXiv 1510.01799; Rochette et al. 2019, arXiv 1912.06015).
-    Models are looped over: batching CNNs over models does not pay on a CPU (PERF_NOTES.md).
+    Models are looped over: batching CNNs over models does not pay on a CPU (docs/performance.md).
     """
 
     def __init__(self, module: nn.Module) -> None:
@@ -182,7 +182,7 @@ class LayerBackend(Backend):
 
     @staticmethod
     def _layout(x: torch.Tensor) -> torch.Tensor:
-        """channels_last: max-pooling in the default layout is several times slower on CPU (PERF_NOTES.md)."""
+        """channels_last: max-pooling in the default layout is several times slower on CPU (docs/performance.md)."""
         return x.contiguous(memory_format=torch.channels_last) if x.dim() == 4 else x
 
     @staticmethod

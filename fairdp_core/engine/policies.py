@@ -122,7 +122,8 @@ class FixedClip(ClipPolicy):
 
 
 class GroupQuantileClip(ClipPolicy):
-    """DP-SGD-S (STUDY.md §3): C_k = max(τ·Q_k, C_min), Q_k tracked privately from noised counts alone.
+    """DP-SGD-S (docs/study.md, 'DP-SGD-S, the quantile rule'): C_k = max(τ·Q_k, C_min), Q_k tracked privately from
+    noised counts alone.
 
     After each step, for each model it releases the 2K count vector (below_k, above_k): the batch's samples of
     group k with ‖g_i‖ ≤ Q_k and with ‖g_i‖ > Q_k. Each sample is in exactly one cell, so the vector's L2
@@ -219,7 +220,8 @@ def _group_means(sums: torch.Tensor, counts: torch.Tensor, floor: float) -> torc
 
 
 class GroupMeanRatioClip(ClipPolicy):
-    """DP-SGD-S with the paper code's rule, DP-correct (STUDY.md §3): C_k = max(C_min, C0 · min(s, ‖ḡ‖ / ‖ḡ_k‖)).
+    """DP-SGD-S with the paper code's rule, DP-correct (docs/study.md, 'DP-SGD-S, the paper's rule'): C_k = max(C_min,
+    C0 · min(s, ‖ḡ‖ / ‖ḡ_k‖)).
 
     The group whose mean gradient is larger than the overall mean gets a smaller bound (the quantile rule does the
     opposite). After each step, for each model, it releases from that step's Poisson batch

@@ -7,7 +7,7 @@ Two rounds: each shard counts its rows' batch sizes (:func:`~fairdp_core.engine.
 over shards is the whole bank's widths, then each shard trains its rows padded to them
 (``train_bank(models=rows, widths=...)``). The shards, concatenated in row order, are then the bank a single
 process trains, bit for bit (tests/test_shard.py). Shards are contiguous row ranges, one per worker; each worker
-runs ``threads`` torch threads (PERF_NOTES.md: two processes of one thread beat one process of two).
+runs ``threads`` torch threads (docs/performance.md: two processes of one thread beat one process of two).
 
 Executors: ``serial`` (this process, no shards), ``loky`` (joblib's reusable process pool: large arrays reach the
 workers memory-mapped), ``ray`` (one Ray task per shard, the data put in Ray's object store once; ``ray_address``

@@ -9,12 +9,12 @@ model m's result does not depend on which models train beside it. Initialisation
 hyperparameter of the TrainSpec, :func:`release_key`), so two releases never share noise: two models that differ
 only in ε, τ, γ or algorithm cannot be combined to cancel their step noise. ε is per model and per release.
 
-One step, for every model (STUDY.md §3): Poisson batch with rate q_m = B / n_m; per-sample gradients; the policy's
-release before clipping, if any (DPSGD-F: noised counts that set this batch's bounds); factors from the policy's
-bounds (:func:`~fairdp_core.engine.policies.clip_factors`, or the policy's own ``factors``: Global-Adapt's strict
-scaling); clipped sum + N(0, (σ_g·max_k C_k)²); divided by the expected batch size B (never the realised one; an
-empty batch still gets noise and counts as a step); SGD update; then the policy updates its bounds (DP-SGD-S,
-Global-Adapt, AdaClip: from noised counts; the paper rule: from noised per-group gradient sums and counts). A
+One step, for every model (docs/study.md, 'Training algorithms'): Poisson batch with rate q_m = B / n_m; per-sample
+gradients; the policy's release before clipping, if any (DPSGD-F: noised counts that set this batch's bounds); factors
+from the policy's bounds (:func:`~fairdp_core.engine.policies.clip_factors`, or the policy's own ``factors``:
+Global-Adapt's strict scaling); clipped sum + N(0, (σ_g·max_k C_k)²); divided by the expected batch size B (never the
+realised one; an empty batch still gets noise and counts as a step); SGD update; then the policy updates its bounds
+(DP-SGD-S, Global-Adapt, AdaClip: from noised counts; the paper rule: from noised per-group gradient sums and counts). A
 diagnostic outside ε, never used in training: per model and group, how many per-sample gradients were clipped
 (``TrainedBank.clip_stats``).
 """
@@ -37,29 +37,17 @@ from tqdm.auto import tqdm
 
 from ..atomic import atomic_path
 from ..models import build_model
-from .accounting import Accountant, Accounting, calibrate_sigma, epsilon, split_sigma
+from ..rules import ALGORITHMS, COMMON_ASSUMPTIONS, Sigmas
+from ..rules import get as get_rule
+from .accounting import Accountant, Accounting, calibrate_sigma, epsilon
 from .backends import Backend, make_backend, stack_params
-from .policies import (
-    AdaClip,
-    ClipPolicy,
-    DPSGDFClip,
-    FixedClip,
-    GlobalAdaptClip,
-    GroupEMAPercentileClip,
-    GroupMeanRatioClip,
-    GroupMeanRatioClipCode,
-    GroupQuantileClip,
-    NoClip,
-)
+from .policies import NoClip
 from .sampling import PoissonBank, batch_sizes
 
 __all__ = ["ALGORITHMS", "Algorithm", "TrainSpec", "TrainedBank", "bank_widths", "model_generators", "release_key",
            "train_bank"]
 
-Algorithm = Literal["sgd", "dpsgd", "dpsgd_s", "dpsgd_s_paper", "dpsgd_s_paper_code", "dpsgd_s_nonprivate",
-                    "dpsgd_f", "global_adapt", "adaclip"]
-ALGORITHMS: tuple[str, ...] = ("sgd", "dpsgd", "dpsgd_s", "dpsgd_s_paper", "dpsgd_s_paper_code", "dpsgd_s_nonprivate",
-                               "dpsgd_f", "global_adapt", "adaclip")
+Algorithm = Literal[ALGORITHMS]  # the registered rules (fairdp_core.rules)
 
 
 @dataclass(frozen=True)
@@ -106,8 +94,7 @@ class TrainSpec:
     sigma_s: float | None = None
 
     def __post_init__(self) -> None:
-        if self.algorithm not in ALGORITHMS:
-            raise ValueError(f"unknown algorithm {self.algorithm!r}; known: {', '.join(ALGORITHMS)}")
+        get_rule(self.algorithm)  # a clear error naming the known rules
         if self.algorithm != "sgd" and self.target_epsilon is None and self.noise_multiplier is None:
             raise ValueError(f"{self.algorithm} needs target_epsilon or noise_multiplier")
         if self.batch_size <= 0 or self.epochs <= 0 or self.lr <= 0:
@@ -255,80 +242,20 @@ class TrainedBank:
                    seconds=d.get("seconds", 0.0), seed=d["seed"])
 
 
-def _sigmas(spec: TrainSpec, q: float, steps: int) -> tuple[float, float | None, float | None, float]:
-    """(σ_g, σ_b, σ_s, σ_eff) for the spec, calibrated at sampling rate q over ``steps``."""
-    if spec.algorithm == "sgd":
-        return 0.0, None, None, 0.0
+def _sigmas(spec: TrainSpec, q: float, steps: int) -> Sigmas:
+    """(σ_g, σ_b, σ_s, σ_eff) for the spec, calibrated at sampling rate q over ``steps``; the rule splits σ_eff."""
+    rule = get_rule(spec.algorithm)
+    if not rule.private:
+        return rule.sigmas(spec, 0.0)
     sigma_eff = spec.noise_multiplier if spec.noise_multiplier is not None else calibrate_sigma(
         spec.target_epsilon, sample_rate=q, steps=steps, delta=spec.delta, accountant=spec.accountant)
-    sigma_b = spec.sigma_b if spec.sigma_b is not None else spec.batch_size / 20.0
-    if spec.algorithm == "dpsgd_s":
-        return split_sigma(sigma_eff, sigma_b), sigma_b, None, sigma_eff
-    if spec.algorithm == "dpsgd_s_paper":
-        # None: √10·σ_eff, a public function of public quantities (the sums take a tenth of the σ⁻² budget)
-        sigma_s = spec.sigma_s if spec.sigma_s is not None else math.sqrt(10.0) * sigma_eff
-        return split_sigma(sigma_eff, sigma_s, sigma_b), sigma_b, sigma_s, sigma_eff
-    if spec.algorithm in ("dpsgd_f", "global_adapt", "adaclip"):
-        # the counts' noise multiplier (noise std / L2 sensitivity): DPSGD-F's 2K counts and Global-Adapt's one count
-        # have sensitivity 1 (σ_b); AdaClip's centred count has sensitivity 1/2 (2σ_b; Andrew et al., Theorem 1)
-        count_multiplier = 2.0 * sigma_b if spec.algorithm == "adaclip" else sigma_b
-        return split_sigma(sigma_eff, count_multiplier), sigma_b, None, sigma_eff
-    return sigma_eff, None, None, sigma_eff
-
-
-def _policy(spec, M, K, sigma_g, sigma_b, sigma_s, gens, device) -> ClipPolicy:
-    if spec.algorithm == "sgd":
-        return NoClip(M, K, device=device)
-    if spec.algorithm == "dpsgd":
-        return FixedClip(M, K, sigma_g, clip=spec.clip, device=device)
-    if spec.algorithm == "dpsgd_s":
-        return GroupQuantileClip(M, K, sigma_g, sigma_b=sigma_b, tau=spec.tau, gamma=spec.gamma, eta=spec.eta_q,
-                                 c_min=spec.c_min, q_init=spec.q_init, q_max=spec.q_max, floor=spec.count_floor,
-                                 generators=[g["count"] for g in gens], device=device)
-    if spec.algorithm == "dpsgd_s_paper":
-        return GroupMeanRatioClip(M, K, sigma_g, clip=spec.clip, ratio_cap=spec.ratio_cap,
-                                  sigma_s=sigma_s, sigma_b=sigma_b, c_min=spec.c_min, floor=spec.count_floor,
-                                  generators=[g["count"] for g in gens], device=device)
-    if spec.algorithm == "dpsgd_s_paper_code":
-        return GroupMeanRatioClipCode(M, K, sigma_g, clip=spec.clip, ratio_cap=spec.ratio_cap, c_min=spec.c_min,
-                                      device=device)
-    if spec.algorithm == "dpsgd_f":
-        return DPSGDFClip(M, K, sigma_g, clip=spec.clip, sigma_b=sigma_b, generators=[g["count"] for g in gens],
-                          device=device)
-    if spec.algorithm == "global_adapt":
-        if not isinstance(spec.q_init, (int, float)):
-            raise ValueError("global_adapt takes one q_init (Z's initial value)")
-        return GlobalAdaptClip(M, K, sigma_g, clip=spec.clip, z_init=spec.q_init, threshold=spec.tau,
-                               sigma_b=sigma_b, gamma=spec.gamma, eta=spec.eta_q, batch_size=spec.batch_size,
-                               generators=[g["count"] for g in gens], device=device)
-    if spec.algorithm == "adaclip":
-        return AdaClip(M, K, sigma_g, clip=spec.clip, sigma_b=sigma_b, gamma=spec.gamma, eta=spec.eta_q,
-                       c_min=spec.c_min, c_max=spec.q_max, batch_size=spec.batch_size,
-                       generators=[g["count"] for g in gens], device=device)
-    if not isinstance(spec.q_init, (int, float)):
-        raise ValueError("dpsgd_s_nonprivate takes one q_init for every group")
-    return GroupEMAPercentileClip(M, K, sigma_g, tau=spec.tau, c_min=spec.c_min, init=spec.q_init,
-                                  momentum=spec.ema_momentum, percentile=spec.percentile, device=device)
+    return rule.sigmas(spec, sigma_eff)
 
 
 def _public_assumptions(spec: TrainSpec) -> tuple[str, ...]:
     """What the accounting treats as public: the inputs of q, T and σ that are not noised."""
-    if spec.algorithm == "sgd":
-        return ()
-    out = ["n_m, the size of model m's training pool (for q_m = B / n_m and T = E·mean(n_m) / B)",
-           "the number of groups K and each record's group label space"]
-    if spec.algorithm == "dpsgd_s":
-        out.append("the constants τ, γ, η_Q, σ_b, C_min, Q_init, Q_max and the count floor (no per-group size n_k)")
-    if spec.algorithm == "dpsgd_s_paper":
-        out.append("the constants C0, s, σ_s, σ_b, C_min and the count floor (no per-group size n_k)")
-    if spec.algorithm == "dpsgd_f":
-        out.append("the constants C0 and σ_b (no per-group size n_k)")
-    if spec.algorithm == "global_adapt":
-        out.append("the constants C, Z_init, τ, γ, η and σ_b, and the expected batch size B (never the realised one)")
-    if spec.algorithm == "adaclip":
-        out.append("the constants C_init, γ, η, σ_b (the centred count's std; noise multiplier 2σ_b), C_min and "
-                   "C_max, and the expected batch size B (never the realised one)")
-    return tuple(out)
+    rule = get_rule(spec.algorithm)
+    return (*COMMON_ASSUMPTIONS, *rule.public_assumptions(spec)) if rule.private else ()
 
 
 def _schedule(sample_over: np.ndarray, spec: TrainSpec) -> tuple[list[torch.Tensor], np.ndarray, np.ndarray, int]:
@@ -422,11 +349,11 @@ def train_bank(X: np.ndarray, y: np.ndarray, group: np.ndarray, membership: np.n
     modules = [_init_module(fresh(), g["init"]) for g in gens]
     params = {k: v.to(dev) for k, v in stack_params(modules).items()}
     backend = make_backend(modules[0].to(dev))
-    policy = _policy(spec, M, K, sigma_g, sigma_b, sigma_s, gens, dev)
+    policy = get_rule(spec.algorithm).policy(spec, M, K, Sigmas(sigma_g, sigma_b, sigma_s, sigma_eff), gens, dev)
     sampler = PoissonBank(pools, q.tolist(), [g["sample"] for g in gens], widths=widths if models is not None else None)
     names = list(params)
     sizes = [params[n][0].numel() for n in names]
-    noise_bank = _NoiseBank([g["noise"] for g in gens], sum(sizes), dev) if spec.algorithm != "sgd" else None
+    noise_bank = _NoiseBank([g["noise"] for g in gens], sum(sizes), dev) if get_rule(spec.algorithm).private else None
 
     private = not isinstance(policy, NoClip)
     clipped = torch.zeros(M, K, dtype=torch.float64, device=dev)
@@ -481,7 +408,7 @@ def train_bank(X: np.ndarray, y: np.ndarray, group: np.ndarray, membership: np.n
         algorithm=spec.algorithm, sigma_g=sigma_g, sigma_b=sigma_b, sigma_s=sigma_s, sigma_eff=sigma_eff,
         sample_rate=float(q[m]),
         steps=steps, delta=spec.delta, accountant=spec.accountant, epsilon=spent[float(q[m])],
-        target_epsilon=spec.target_epsilon, guaranteed=policy.guaranteed and spec.algorithm != "sgd",
+        target_epsilon=spec.target_epsilon, guaranteed=policy.guaranteed and get_rule(spec.algorithm).private,
         public_assumptions=_public_assumptions(spec),
     ) for m in range(M)]
     return TrainedBank(spec=spec, input_shape=input_shape, n_classes=n_classes,

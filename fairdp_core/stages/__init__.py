@@ -14,7 +14,7 @@ from collections.abc import Callable
 
 __all__ = ["jsonable", "read_plan", "stage_main", "write_timings"]
 
-# glibc's allocator maps and zeroes large per-step temporaries afresh every step (shared/PERF_NOTES.md); the
+# glibc's allocator maps and zeroes large per-step temporaries afresh every step (docs/performance.md); the
 # thresholds only take effect for a process started with them, so a training stage re-execs once with them set.
 MALLOC_ENV = {"MALLOC_MMAP_THRESHOLD_": "4294967296", "MALLOC_TRIM_THRESHOLD_": "68719476736"}
 # MKL (torch's CPU BLAS) picks its code path per call from the buffers' memory alignment, which shifts with the

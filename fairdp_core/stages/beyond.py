@@ -1,5 +1,5 @@
-"""The ``beyond`` stages (issue 13): attribute inference and model inversion against the study's banks, and the
-utility of DP-SGD on the DP-SGD material's MNIST CNN (``results/beyond/<part>/``).
+"""The ``beyond`` stages (docs/study.md, 'Beyond membership'): attribute inference and model inversion against the
+study's banks, and the utility of DP-SGD on the DP-SGD material's MNIST CNN (``results/beyond/<part>/``).
 
     python -m fairdp_core.stages.beyond attribute   # runs of beyond.attribute.datasets × beyond.algorithms
     python -m fairdp_core.stages.beyond inversion   # image runs of beyond.inversion.datasets × beyond.algorithms

@@ -20,6 +20,7 @@ from pathlib import Path
 
 from ..atomic import atomic_dir
 from ..config import Params, design_key, load_params
+from ..rules import get as get_rule
 from ..seeding import derive_seed
 
 __all__ = ["attack_plan", "main", "train_plan", "write_plans"]
@@ -39,36 +40,15 @@ def train_plan(params: Params, name: str) -> dict[str, object]:
         return next((getattr(o, key) for o in layers if o is not None and getattr(o, key) is not None), default)
 
     pick = {k: override(k, getattr(t, k)) for k in _SPEC_FROM_TRAIN}
-    s, ns = t.dpsgd_s, t.dpsgd_s_nonprivate
+    rule = get_rule(run.algorithm)
     spec = {"algorithm": run.algorithm, "model": run.model, **pick}
     if run.model == "mlp":
         spec["hidden"] = t.hidden
-    if run.algorithm not in ("dpsgd", "dpsgd_s_paper", "dpsgd_s_paper_code", "dpsgd_f", "global_adapt", "adaclip"):
+    if not rule.uses_clip:
         spec.pop("clip")  # used: the fixed bound, the rules' C0, Global-Adapt's C, AdaClip's initial C
-    if run.algorithm != "sgd":
+    if rule.private:
         spec.update(target_epsilon=run.epsilon, delta=t.delta, accountant=t.accountant)
-    if run.algorithm in ("dpsgd_s", "dpsgd_s_nonprivate"):
-        gamma = run.gamma if run.gamma is not None else override("gamma", s.gamma)
-        spec.update(tau=run.tau if run.tau is not None else s.tau, gamma=gamma, c_min=s.c_min, q_init=s.q_init)
-    if run.algorithm == "dpsgd_s":
-        spec.update(eta_q=s.eta_q, sigma_b=s.sigma_b, q_max=s.q_max, count_floor=s.count_floor)
-    if run.algorithm == "dpsgd_s_nonprivate":
-        spec.update(ema_momentum=ns.ema_momentum, percentile=ns.percentile)
-    pr = t.dpsgd_s_paper
-    if run.algorithm == "dpsgd_s_paper":
-        spec.update(ratio_cap=pr.ratio_cap, sigma_s=pr.sigma_s, sigma_b=pr.sigma_b, c_min=pr.c_min,
-                    count_floor=pr.count_floor)
-    if run.algorithm == "dpsgd_s_paper_code":
-        spec.update(ratio_cap=pr.ratio_cap, c_min=pr.c_min)
-    # the rivals, on the engine's TrainSpec fields (see engine.trainer.TrainSpec)
-    if run.algorithm == "dpsgd_f":
-        spec.update(sigma_b=t.dpsgd_f.sigma_b)
-    if run.algorithm == "global_adapt":
-        ga = t.global_adapt
-        spec.update(q_init=ga.z_init, tau=ga.threshold, gamma=ga.gamma, eta_q=ga.eta, sigma_b=ga.sigma_b)
-    if run.algorithm == "adaclip":
-        ac = t.adaclip
-        spec.update(gamma=ac.gamma, eta_q=ac.eta, sigma_b=ac.sigma_b, c_min=ac.c_min, q_max=ac.c_max)
+    spec.update(rule.plan_fields(t, run, override))  # the rule's own settings, as the engine's TrainSpec fields
     looa = None
     if name in params.audit.looa.runs:
         la = params.audit.looa

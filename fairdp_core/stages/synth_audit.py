@@ -1,7 +1,7 @@
 """The ``synth_audit`` stage: group privacy of the synthetic route against DP-SGD (``results/synth_audit/<dataset>/``).
 
-PA-ALOOA (STUDY.md §4) on the downstream classifier: an audit design of m records and R rounds drawn for this
-stage (stratified by group; rows 2r, 2r+1 complementary), then for each of the 2R membership rows a DPDSyn
+PA-ALOOA (docs/study.md, 'PA-ALOOA') on the downstream classifier: an audit design of m records and R rounds drawn
+for this stage (stratified by group; rows 2r, 2r+1 complementary), then for each of the 2R membership rows a DPDSyn
 synthesizer trained on that row's pool at ε, its released table, and the classifier trained on the table; the
 signal is that classifier's loss on the audit records. The DP-SGD arm is the engine's bank of 2R models on the same
 rows at the same (ε, δ). Both arms: the cross-fitted estimator (mean 0 with no leakage), GPR per group and Δ with

@@ -1,5 +1,5 @@
-"""DP synthetic data (STUDY.md §5b; issue 14): DPDSyn, a task-oriented generator trained only from DP-released
-gradients (:mod:`.dpdsyn`), the prepared feature space it writes into (:mod:`.layout`), and train-on-synthetic /
+"""DP synthetic data (docs/study.md, 'Synthetic data'): DPDSyn, a task-oriented generator trained only from
+DP-released gradients (:mod:`.dpdsyn`), the prepared feature space it writes into (:mod:`.layout`), and train-on-synthetic /
 test-on-real utility and fidelity (:mod:`.evaluate`). The smartnoise baselines run in their own environment
 (:mod:`.smartnoise_run`). Submodules load on first use."""
 

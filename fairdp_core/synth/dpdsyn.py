@@ -1,4 +1,4 @@
-"""DPDSyn: task-oriented DP synthetic data, trained only from DP releases (STUDY.md §5b; issue 14).
+"""DPDSyn: task-oriented DP synthetic data, trained only from DP releases (docs/study.md, 'Synthetic data').
 
 A generator G (an MLP on Gaussian noise and a class label) emits records in the prepared feature space: numeric
 columns through tanh (in [-1, 1], as the public schema maps them), each categorical column as a one-hot block

@@ -1,6 +1,7 @@
-"""DP-CGAN: a conditional GAN whose discriminator sees the private records only through DP-SGD releases (issue 14's
-DP GAN baseline, at the same (ε, δ) and accountant as DPDSyn; Torkzadehmahani et al. 2019, "DP-CGAN", arXiv
-2001.09700, with the real/fake split of the discriminator's gradient as in Xie et al. 2018, arXiv 1802.06739).
+"""DP-CGAN: a conditional GAN whose discriminator sees the private records only through DP-SGD releases (the
+synthetic-data report's DP GAN baseline, at the same (ε, δ) and accountant as DPDSyn; Torkzadehmahani et al. 2019,
+"DP-CGAN", arXiv 2001.09700, with the real/fake split of the discriminator's gradient as in Xie et al. 2018, arXiv
+1802.06739).
 
 Why not smartnoise's GANs
 -------------------------

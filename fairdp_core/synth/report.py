@@ -1,5 +1,6 @@
 """Tables and verdicts of the synthetic-data report (pure pandas/scipy, no I/O): utility means with t intervals over
-seeds, and the issue's three claims as verdicts that state their estimate and interval."""
+seeds, and the three claims of the synthetic-data route (docs/study.md, 'Synthetic data') as verdicts that state
+their estimate and interval."""
 
 from __future__ import annotations
 
@@ -71,7 +72,7 @@ def _verdict(lo, hi, *, margin: float = 0.0) -> str:
 
 
 def claim_verdicts(util: pd.DataFrame, alpha: float = 0.05) -> pd.DataFrame:
-    """The issue's claims per dataset and ε, each an accuracy difference (pp) with its interval and a verdict:
+    """The synthetic-data route's claims per dataset and ε, each an accuracy difference (pp) with its interval and a verdict:
 
     1. DPDSyn beats each marginal / GAN baseline at the same ε (difference > 0);
     2. DPDSyn approaches DP-SGD: within 2 pp of its accuracy (difference > −2 pp), the claim being clearest at ε > 1;

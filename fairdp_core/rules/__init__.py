@@ -1,0 +1,41 @@
+"""The clipping rules, one module each, and their registry.
+
+Every module of this package but ``base`` defines one :class:`~fairdp_core.rules.base.Rule` as ``RULE`` and is
+named as the rule; the registry discovers them and orders them by ``Rule.order``. The trainer, the plan, the params
+schema's list of algorithms, the report labels and the figure colours all derive from it, so a new rule is one module
+here and its test (plus its settings' schema in ``train`` of params.yaml, if it has settings). docs/rules.md.
+"""
+
+from __future__ import annotations
+
+import pkgutil
+from importlib import import_module
+
+from .base import COMMON_ASSUMPTIONS, Rule, Sigmas
+
+__all__ = ["ALGORITHMS", "COLORS", "COMMON_ASSUMPTIONS", "LABELS", "RULES", "Rule", "Sigmas", "get"]
+
+def _discover() -> dict[str, Rule]:
+    """Every module of this package but ``base`` defines one rule as ``RULE``; ordered by ``Rule.order``."""
+    rules = [import_module(f"{__name__}.{m.name}").RULE for m in pkgutil.iter_modules(__path__) if m.name != "base"]
+    names = [r.name for r in rules]
+    if len(set(names)) != len(names) or len({r.order for r in rules}) != len(rules):
+        raise RuntimeError(f"two rules share a name or an order: {sorted(names)}")
+    for r in rules:  # params.yaml's schema reads the names from the file names (fairdp_core.config.RULE_NAMES)
+        if r.__module__ != f"{__name__}.{r.name}":
+            raise RuntimeError(f"rule {r.name!r} is defined in {r.__module__}, not in {__name__}.{r.name}")
+    return {r.name: r for r in sorted(rules, key=lambda r: r.order)}
+
+
+RULES: dict[str, Rule] = _discover()
+ALGORITHMS: tuple[str, ...] = tuple(RULES)
+LABELS: dict[str, str] = {k: r.label for k, r in RULES.items()}
+COLORS: dict[str, str] = {r.label: r.color for r in RULES.values()}
+
+
+def get(name: str) -> Rule:
+    """The rule registered as ``name``; a clear error naming the known ones otherwise."""
+    try:
+        return RULES[name]
+    except KeyError:
+        raise ValueError(f"unknown algorithm {name!r}; known: {', '.join(ALGORITHMS)}") from None

@@ -1,0 +1,92 @@
+"""What a clipping rule is to the rest of fairdp: the :class:`Rule` interface every module of this package
+implements once (docs/rules.md).
+
+A rule is the per-step policy that decides each model's clipping bounds (one per group, or one for all), what it
+releases about the private batch to decide them, and at which noise. The trainer, the plan, the reports and the
+Opacus optimizers know a rule only through this interface and the registry (:mod:`fairdp_core.rules`):
+
+- ``name``, ``order``, ``label``, ``color``: the key in params.yaml and the stored artefacts, the place in every
+  list, the label every report prints, the one colour every figure draws it in;
+- ``private``: whether the gradient is noised at all (False for SGD);
+- ``guaranteed``: whether the stated ε holds (False for a rule whose statistics are not privatised);
+- ``uses_clip``: whether ``train.clip`` (or its override) reaches the rule, as its fixed or initial bound;
+- ``config``: the attribute of ``train`` in params.yaml that holds the rule's own settings (None: none);
+- :meth:`Rule.plan_fields`: those settings as the fields of the engine's
+  :class:`~fairdp_core.engine.trainer.TrainSpec` (the stored spec, from which release keys are derived);
+- :meth:`Rule.sigmas`: the split of the calibrated σ_eff between the gradient and each statistic released;
+- :meth:`Rule.policy`: the :class:`~fairdp_core.engine.policies.ClipPolicy` that trains it;
+- :meth:`Rule.public_assumptions`: the constants the accounting treats as public;
+- ``make_private``: the name of its Opacus entry point in :mod:`fairdp_core.opacus_compat` (None: none).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple
+
+if TYPE_CHECKING:
+    import torch
+
+    from ..engine.policies import ClipPolicy
+    from ..engine.trainer import TrainSpec
+
+__all__ = ["COMMON_ASSUMPTIONS", "Rule", "Sigmas", "count_sigmas", "default_sigma_b"]
+
+# What every private rule's accounting treats as public, before the rule's own constants.
+COMMON_ASSUMPTIONS = ("n_m, the size of model m's training pool (for q_m = B / n_m and T = E·mean(n_m) / B)",
+                      "the number of groups K and each record's group label space")
+
+
+class Sigmas(NamedTuple):
+    """The noise multipliers of one step: σ_g (gradient), σ_b (counts), σ_s (group sums), σ_eff (what the
+    accountant charges: the Gaussian mechanisms of the step composed into one)."""
+
+    g: float
+    b: float | None
+    s: float | None
+    eff: float
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One clipping rule (see the module docstring). Subclasses override what differs from DP-SGD's fixed bound."""
+
+    name: ClassVar[str]
+    order: ClassVar[int]  # where the reports list it (the study's arms first, then the rivals)
+    label: ClassVar[str]
+    color: ClassVar[str]
+    guaranteed: ClassVar[bool] = True
+    private: ClassVar[bool] = True
+    uses_clip: ClassVar[bool] = True
+    config: ClassVar[str | None] = None
+    make_private: ClassVar[str | None] = None
+
+    def plan_fields(self, train: Any, run: Any, override: Any) -> dict[str, object]:
+        """The rule's own TrainSpec fields, from ``train`` (params' TrainConfig), the run and ``override(key,
+        default)`` (the run's per-dataset/algorithm override, else ``default``), in their stored order."""
+        return {}
+
+    def sigmas(self, spec: TrainSpec, sigma_eff: float) -> Sigmas:
+        """σ_eff (calibrated to the target ε) split between the gradient and the rule's statistics."""
+        return Sigmas(sigma_eff, None, None, sigma_eff)
+
+    def policy(self, spec: TrainSpec, M: int, K: int, sig: Sigmas, gens: list[dict[str, torch.Generator]],
+               device: torch.device | str) -> ClipPolicy:
+        raise NotImplementedError
+
+    def public_assumptions(self, spec: TrainSpec) -> tuple[str, ...]:
+        """The rule's constants that the accounting treats as public (after :data:`COMMON_ASSUMPTIONS`)."""
+        return ()
+
+
+def default_sigma_b(spec: TrainSpec) -> float:
+    """The count noise when the spec leaves it open: B/20 (Andrew et al. 2021's choice)."""
+    return spec.sigma_b if spec.sigma_b is not None else spec.batch_size / 20.0
+
+
+def count_sigmas(sigma_eff: float, sigma_b: float, count_multiplier: float) -> Sigmas:
+    """The split of a rule that releases noised counts beside the gradient: ``count_multiplier`` is the counts'
+    noise multiplier (noise std / L2 sensitivity), which the gradient's σ_g pays for."""
+    from ..engine.accounting import split_sigma
+
+    return Sigmas(split_sigma(sigma_eff, count_multiplier), sigma_b, None, sigma_eff)

@@ -1,0 +1,113 @@
+"""The rule registry (fairdp_core.rules): every list of algorithms, label and colour derives from it; every registered
+rule plans into the engine's TrainSpec and trains at the ε its accountant states, paying for what it releases.
+
+A new rule must be added to RELEASES below (the noise multipliers of the statistics it releases each step, written
+from its paper, not from its module): the common tests then run it like every other rule. Its noise at the stated
+scale and the replay of its releases from their streams are its own tests (tests/test_rivals.py,
+tests/test_paper_rule.py, tests/test_privacy.py, tests/test_side_paths.py).
+"""
+
+from __future__ import annotations
+
+from dataclasses import fields
+from types import SimpleNamespace
+from typing import get_args
+
+import numpy as np
+import pytest
+
+from fairdp_core import config, plots, results, rules
+from fairdp_core.engine import trainer
+from fairdp_core.engine.accounting import combine_sigmas, epsilon
+from fairdp_core.engine.trainer import TrainSpec, train_bank
+
+# rule -> the noise multipliers (noise std / L2 sensitivity) of the statistics it releases each step, from the
+# Accounting record of a trained bank. Counts have sensitivity 1 except AdaClip's centred count (1/2: 2σ_b, Andrew
+# et al. 2021, Theorem 1); the paper rule's group sums are noised at σ_s·C0 for sensitivity C0.
+RELEASES = {
+    "sgd": lambda a: (),
+    "dpsgd": lambda a: (),
+    "dpsgd_s": lambda a: (a.sigma_b,),
+    "dpsgd_s_paper": lambda a: (a.sigma_s, a.sigma_b),
+    "dpsgd_s_paper_code": lambda a: (),  # releases nothing: it reads the exact statistics (not guaranteed)
+    "dpsgd_s_nonprivate": lambda a: (),  # likewise
+    "dpsgd_f": lambda a: (a.sigma_b,),
+    "global_adapt": lambda a: (a.sigma_b,),
+    "adaclip": lambda a: (2 * a.sigma_b,),
+}
+
+
+def test_every_list_of_algorithms_labels_and_colours_derives_from_the_registry():
+    assert set(RELEASES) == set(rules.ALGORITHMS), "a registered rule is missing from RELEASES (or one is stale)"
+    assert rules.ALGORITHMS == get_args(trainer.Algorithm) == trainer.ALGORITHMS
+    assert set(get_args(config.Algorithm)) == set(rules.ALGORITHMS)  # read from the rule modules' file names
+    assert tuple(results.ALGORITHM_LABELS) == rules.ALGORITHMS
+    for name, rule in rules.RULES.items():
+        assert results.ALGORITHM_LABELS[name] == rule.label and plots.ALGORITHM_COLORS[rule.label] == rule.color
+    labels, colors = [r.label for r in rules.RULES.values()], [r.color.lower() for r in rules.RULES.values()]
+    assert len(set(labels)) == len(labels) and len(set(colors)) == len(colors)
+    assert [r.order for r in rules.RULES.values()] == sorted(r.order for r in rules.RULES.values())
+    with pytest.raises(ValueError, match="unknown algorithm 'nope'; known: sgd, dpsgd"):
+        rules.get("nope")
+
+
+@pytest.mark.parametrize("name", rules.ALGORITHMS)
+def test_every_rule_plans_into_the_engines_trainspec(name):
+    """The rule's settings (train.<config> of params.yaml, defaults) land on TrainSpec fields that exist, and the
+    rule's config names a section of train that exists."""
+    rule = rules.get(name)
+    train = config.TrainConfig()
+    if rule.config is not None:
+        assert hasattr(train, rule.config), f"{name}: train.{rule.config} does not exist"
+    got = rule.plan_fields(train, SimpleNamespace(gamma=None, tau=None), lambda key, default: default)
+    spec_fields = {f.name for f in fields(TrainSpec)}
+    assert set(got) <= spec_fields, f"{name}: not TrainSpec fields: {set(got) - spec_fields}"
+    TrainSpec(algorithm=name, target_epsilon=None if not rule.private else 1.0, **got)
+
+
+def _bank(name, seed=0):
+    rng = np.random.default_rng(5)
+    n = 1000
+    X = rng.normal(size=(n, 3)).astype(np.float32)
+    y, g = rng.integers(0, 2, n), rng.integers(0, 2, n)
+    mem = np.zeros((2, n), bool)
+    mem[0], mem[1, :700] = True, True
+    private = rules.get(name).private
+    spec = TrainSpec(algorithm=name, epochs=1, batch_size=50, target_epsilon=2.0 if private else None, sigma_b=20.0,
+                     clip=1.0)
+    return spec, mem, train_bank(X, y, g, mem, spec, n_classes=2, n_groups=2, seed=seed, progress=False)
+
+
+@pytest.mark.parametrize("name", rules.ALGORITHMS)
+def test_every_rule_trains_at_the_epsilon_its_accountant_states(name):
+    """Target ε = 2, membership rows of 1,000 and 700 records: σ_eff calibrated at the larger q; σ_g composed with
+    the multipliers of what the rule releases gives σ_eff back (a release not paid for fails here); every model's ε is
+    the accountant's for (σ_eff, q_m, T, δ), none above the target, the larger not needlessly below it; the
+    guarantee flag and the public assumptions are the rule's."""
+    rule = rules.get(name)
+    spec, mem, bank = _bank(name)
+    for m, a in enumerate(bank.accounting):
+        assert a.algorithm == name and a.guaranteed == (rule.guaranteed and rule.private)
+        assert a.sample_rate == pytest.approx(50 / mem[m].sum())
+        if not rule.private:
+            assert a.sigma_eff == 0.0 and a.public_assumptions == ()
+            continue
+        released = RELEASES[name](a)
+        assert combine_sigmas(a.sigma_g, *released) == pytest.approx(a.sigma_eff, rel=1e-12)
+        assert (a.sigma_g > a.sigma_eff) == bool(released)
+        assert a.epsilon == pytest.approx(epsilon(a.sigma_eff, sample_rate=a.sample_rate, steps=a.steps,
+                                                  delta=a.delta), rel=1e-12)
+        assert a.epsilon <= 2.0
+        assert a.public_assumptions[:2] == rules.COMMON_ASSUMPTIONS
+    if rule.private:
+        assert max(a.epsilon for a in bank.accounting) > 0.97 * 2.0
+
+
+@pytest.mark.parametrize("name", rules.ALGORITHMS)
+def test_every_rule_is_reproducible_and_seeded(name):
+    """Same seed: the same bank, bit for bit; another seed: another bank."""
+    import torch
+
+    a, b, c = (_bank(name, seed=s)[2] for s in (1, 1, 2))
+    assert all(torch.equal(a.params[k], b.params[k]) for k in a.params)
+    assert not all(torch.equal(a.params[k], c.params[k]) for k in a.params)
