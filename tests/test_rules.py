@@ -111,3 +111,14 @@ def test_every_rule_is_reproducible_and_seeded(name):
     a, b, c = (_bank(name, seed=s)[2] for s in (1, 1, 2))
     assert all(torch.equal(a.params[k], b.params[k]) for k in a.params)
     assert not all(torch.equal(a.params[k], c.params[k]) for k in a.params)
+
+
+@pytest.mark.parametrize("name", rules.ALGORITHMS)
+def test_a_rules_opacus_entry_point_exists(name):
+    """``make_private`` names a function of fairdp_core.opacus_compat (the rule's Opacus route)."""
+    from fairdp_core import opacus_compat
+
+    entry = rules.get(name).make_private
+    if entry is not None:
+        assert callable(getattr(opacus_compat, entry, None)), f"{name}: opacus_compat.{entry} does not exist"
+        assert entry in opacus_compat.__all__

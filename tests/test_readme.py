@@ -1,0 +1,97 @@
+"""The README stays short and starts from the user's task; its links and the docs pages' links resolve.
+
+- README.md has at most 150 lines and gives the two commands a newcomer needs, `make repro` and `make test`, in a
+  fenced code block.
+- Every relative markdown link in README.md and docs/*.md, and every backticked docs/...md path, names a file or
+  directory of the repository (http(s) and mailto links and anchor-only links are ignored; #anchors are stripped).
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from .conftest import ROOT
+
+README = ROOT / "README.md"
+MAX_README_LINES = 150
+
+FENCE = re.compile(r"^(```|~~~).*?^\1[^\n]*$", re.M | re.S)
+INLINE_CODE = re.compile(r"`[^`\n]*`")
+# [text](target) and ![alt](target), target up to the first space or ')' (an optional "title" after it)
+INLINE_LINK = re.compile(r"!?\[[^\]\n]*\]\(\s*<?([^)\s>]+)>?(?:\s+[\"'(][^)]*)?\)")
+# [label]: target
+REFERENCE_LINK = re.compile(r"^\s{0,3}\[[^\]\n]+\]:\s*<?(\S+?)>?(?:\s+.*)?$", re.M)
+DOCS_PATH = re.compile(r"`(docs/[^`\s#]+\.md)(?:#[^`\s]*)?`")
+
+
+def markdown_files() -> list[Path]:
+    return [README, *sorted((ROOT / "docs").glob("*.md"))]
+
+
+def relative_links(text: str) -> list[str]:
+    """The relative link targets of a markdown text, without their #anchors (links inside code are not links)."""
+    prose = INLINE_CODE.sub("", FENCE.sub("", text))
+    targets = INLINE_LINK.findall(prose) + REFERENCE_LINK.findall(prose)
+    out = []
+    for t in targets:
+        if re.match(r"^[a-z][a-z0-9+.-]*:", t, re.I) or t.startswith("//"):  # http:, https:, mailto:, ...
+            continue
+        path = t.split("#", 1)[0].split("?", 1)[0]
+        if path:  # "#anchor" alone points into the same page
+            out.append(path)
+    return out
+
+
+def broken_links(md: Path, root: Path = ROOT) -> list[str]:
+    """Links of ``md`` (relative to its folder) and backticked docs/...md paths (relative to the repository root)
+    that name nothing in the repository."""
+    text = md.read_text(encoding="utf-8")
+    bad = []
+    for target in relative_links(text):
+        base = root if target.startswith("/") else md.parent
+        resolved = (base / target.lstrip("/")).resolve()
+        if not resolved.exists() or not resolved.is_relative_to(root.resolve()):
+            bad.append(f"{md.relative_to(root)}: link ({target})")
+    for path in DOCS_PATH.findall(FENCE.sub("", text)):
+        if not (root / path).is_file():
+            bad.append(f"{md.relative_to(root)}: `{path}`")
+    return bad
+
+
+def test_readme_is_short():
+    n = len(README.read_text(encoding="utf-8").splitlines())
+    assert n <= MAX_README_LINES, f"README.md has {n} lines; at most {MAX_README_LINES} (move detail to docs/)"
+
+
+def test_readme_gives_the_two_commands():
+    text = README.read_text(encoding="utf-8")
+    code = "\n".join(m.group(0) for m in FENCE.finditer(text))
+    for command in ("make repro", "make test"):
+        assert re.search(rf"^\s*{re.escape(command)}(\s|$)", code, re.M), \
+            f"README.md: no fenced code block gives the command `{command}`"
+
+
+@pytest.mark.parametrize("md", markdown_files(), ids=lambda p: str(p.relative_to(ROOT)))
+def test_links_resolve(md):
+    bad = broken_links(md)
+    assert not bad, "links to nothing in the repository:\n" + "\n".join(bad)
+
+
+def test_the_link_checker_sees_links(tmp_path):
+    """The checker is not vacuous: it finds the README's links, ignores web links, anchors and code, and reports a
+    missing target."""
+    assert "docs/claims.md" in relative_links(README.read_text(encoding="utf-8"))
+    sample = ("[a](docs/claims.md#verdicts) [b](https://example.org/x.md) [c](#top) `docs/nowhere.md`\n"
+              "```\n[d](in/code.md)\n```\n[e](no/such/file.md)\n")
+    assert relative_links(sample) == ["docs/claims.md", "no/such/file.md"]
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "claims.md").write_text("# claims\n")
+    md = tmp_path / "docs" / "page.md"
+    md.write_text("[ok](claims.md) [up](../docs/) [gone](missing-page.md#x) [out](../../elsewhere.md)\n"
+                  "`docs/missing.md` `docs/claims.md#verdicts`\n")
+    assert broken_links(md, root=tmp_path) == ["docs/page.md: link (missing-page.md)",
+                                               "docs/page.md: link (../../elsewhere.md)",
+                                               "docs/page.md: `docs/missing.md`"]
