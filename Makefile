@@ -18,8 +18,8 @@ export MALLOC_TRIM_THRESHOLD_ ?= 68719476736
 # fairdp_core/stages/__init__.py): a bank is the same bytes in every process.
 export MKL_CBWR ?= COMPATIBLE
 
-.PHONY: install test repro lint clean-venv synth-venv
-# The smartnoise-synth baselines (issue 14) in their own venv: smartnoise-synth 1.0.8 pins opacus < 0.15 (0.14.0),
+.PHONY: install test test-slow repro lint clean-venv synth-venv
+# The smartnoise-synth baselines in their own venv: smartnoise-synth 1.0.8 pins opacus < 0.15 (0.14.0),
 # which conflicts with the project's opacus 1.6. Same torch build; `packaging` is an undeclared import of its GANs.
 SYNTH_VENV := .venv-synth
 SYNTH_STAMP := $(SYNTH_VENV)/.fairdp-installed
@@ -33,8 +33,13 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install -q -e ".[dev]"
 	touch $(STAMP)
 
+# `make test`: the fast suite (a few minutes); `make test-slow`: the long statistical and end-to-end tests (marked
+# `slow`). CI runs both.
 test: $(STAMP)
-	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/python -m pytest $(PYTEST_ARGS)
+	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/python -m pytest -m "not slow" $(PYTEST_ARGS)
+
+test-slow: $(STAMP)
+	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/python -m pytest -m slow $(PYTEST_ARGS)
 
 synth-venv: $(SYNTH_STAMP)
 

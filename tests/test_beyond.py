@@ -255,6 +255,7 @@ def _prototype_images(n: int, rng: np.random.Generator):
     return X, y, protos
 
 
+@pytest.mark.slow
 def test_inversion_succeeds_against_a_trained_model_and_is_at_chance_untrained():
     """Evaluator: the nearest prototype. Reconstructions of a trained MLP are assigned their own class (accuracy
     over 12 models > 0.9); those of untrained MLPs are not (the t interval over model pairs covers chance 1/3)."""
@@ -373,6 +374,7 @@ def test_cifar10_reader_refuses_a_pickle_that_runs_code(tmp_path):
         read_cifar10(tmp_path / "c.tar.gz")
 
 
+@pytest.mark.slow
 def test_cifar10_loader_checks_the_hash_and_trains_the_gpu_profiles_cnn_end_to_end(tmp_path, monkeypatch):
     """The loader fetches cifar10 from a mirror, refuses it under the canonical hash (naming the path and the expected
     sha256), accepts it under its own, prepares it, and the utility stage trains the CIFAR CNN (GroupNorm) non-private

@@ -40,12 +40,14 @@ def test_a_failing_hint_catches_alone(toy):
     assert (toy / "toy" / "__init__.py").read_text() == "VALUE = 1\n"  # restored
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("hint", [["tests/test_toy.py::test_unrelated"], ["tests/test_toy.py::test_gone"], []])
 def test_a_passing_or_stale_hint_falls_back_to_the_suite(toy, hint):
     verdict, msg, failed = pb._try(toy, BROKEN, {BROKEN.name: hint} if hint else {})
     assert verdict == "caught" and "the suite" in msg and failed == ["tests/test_toy.py::test_value"]
 
 
+@pytest.mark.slow
 def test_a_harmless_edit_survives_whatever_the_hint(toy):
     for hints in ({}, {HARMLESS.name: ["tests/test_toy.py::test_value"]}, {HARMLESS.name: ["tests/test_toy.py::x"]}):
         verdict, msg, _ = pb._try(toy, HARMLESS, hints)
@@ -59,6 +61,7 @@ def test_every_hint_names_a_breakage_and_a_suite_test():
     assert all(h.split("::", 1)[0] in pb.SUITE for v in hints.values() for h in v)
 
 
+@pytest.mark.slow
 def test_a_hint_that_fails_on_its_own_settles_nothing(toy):
     """A hinted test that fails alone even on the unbroken code (order-dependent) must not count as catching: the
     harmless edit survives, the broken one is caught by the suite."""

@@ -191,6 +191,7 @@ print(hashlib.sha256(np.ascontiguousarray(loss, dtype=np.float32).tobytes()).hex
 """
 
 
+@pytest.mark.slow
 def test_numerics_version_pins_a_banks_bits():
     """A small DP-SGD bank's bytes, pinned for NUMERICS_VERSION, in a fresh process with the stages' reproducibility
     settings (MKL_CBWR): a change to the engine that changes them fails here and must bump the version (claims

@@ -103,12 +103,14 @@ def assert_budget(res: dict, eps: float, eps_q: float) -> None:
         assert r["eps_B_total"] == pytest.approx(total, rel=1e-12)
 
 
+@pytest.mark.slow
 def test_arm_b_charges_the_quantile_and_arm_a_spends_the_target(study):
     assert_budget(study, EPS, EPS_Q)
     for r in study["configs"]:  # the quantile's share is visible: B trains with more noise than A
         assert r["sigma_B"] > r["sigma_A"] * 1.02 and r["eps_B_training"] < r["eps_A"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("eps,eps_q", [(EPS, EPS_Q), (10.0, 0.1)])
 def test_training_arm_b_at_the_full_epsilon_is_caught(toy, monkeypatch, eps, eps_q):
     """The quantile release not charged (arm B trained at the full ε): the study refuses to report it, and the
@@ -191,6 +193,7 @@ def test_a_missing_dataset_is_named(toy, tmp_path):
         cs.clip_study(toy, ["adult"], seeds=1, progress=False)
 
 
+@pytest.mark.slow
 def test_cli_runs_the_study_at_the_studys_budget(tmp_path, capsys):
     """`fairdp clip-study` on a params.yaml of the toy project, at the study's ε = 10 and ε_q = 0.1: both files
     written, and the budget holds there too."""

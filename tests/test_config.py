@@ -88,6 +88,7 @@ def test_cli_typo_fails_fast_and_writes_nothing(write_params, tmp_path):
     assert not (tmp_path / "data").exists()
 
 
+@pytest.mark.slow
 def test_only_the_datasets_some_stage_reads_are_prepared(tmp_path):
     """runs.yaml's prepare list (dvc.yaml's prepare stage iterates over it), by hand for the default and smoke
     profiles: the default leaves out law (the eventual-pass task), law_paper_blind and UTKFace (no default stage

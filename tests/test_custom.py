@@ -135,6 +135,7 @@ def test_custom_factory_trains_the_same_bank_as_the_engine_mlp():
     assert own.accounting[0].epsilon == pytest.approx(seq.accounting[0].epsilon)
 
 
+@pytest.mark.slow
 def test_audit_model_finds_leakage_of_an_overfit_model_and_not_of_a_private_one(capsys):
     """An MLP trained without privacy for many epochs on 300 noisy records leaks: PA-ALOOA's GPR interval lies above
     0 for both groups. At ε = 0.5 the same audit's overall advantage is near 0."""
@@ -156,6 +157,7 @@ def test_audit_model_finds_leakage_of_an_overfit_model_and_not_of_a_private_one(
     assert sgd.slices[sgd.slices.slice == "class"]["lo_pp"].notna().all()  # ("correct" may hold one value only)
 
 
+@pytest.mark.slow
 def test_unsupported_layers_fall_back_to_opacus_and_batchnorm_is_refused(capsys):
     X, y, g = _toy(n=240)
     drop = nn.Sequential(nn.Linear(8, 16), nn.Dropout(0.1), nn.Tanh(), nn.Linear(16, 2))

@@ -88,6 +88,7 @@ def test_standard_error_matches_spread_over_simulated_audits_and_records_only_do
     assert np.mean(se_rec) / sd < 0.8, (np.mean(se_rec), sd)
 
 
+@pytest.mark.slow
 def test_small_coverage_study_holds_nominal():
     """Seed 3, 150 simulated audits per cell (the committed table has 1,000 over 24 cells): the GPR, contrast and
     Δ intervals cover at least 0.9 (nominal 0.95; MC sd ≈ 0.018) and the permutation test's level at Δ = 0 is at

@@ -46,6 +46,7 @@ def _snapshot(d: Path) -> dict[str, bytes]:
     return {p.name: p.read_bytes() for p in sorted(d.iterdir())}
 
 
+@pytest.mark.slow
 def test_a_user_file_and_the_input_survive_every_write_path(result, tmp_path):
     out = tmp_path / "out"
     out.mkdir()

@@ -134,6 +134,7 @@ def test_dpsgd_s_optimizer_clips_per_group_like_the_engine():
         torch.testing.assert_close(got[n], want[n][0] / 20, atol=1e-6, rtol=1e-4)
 
 
+@pytest.mark.slow
 def test_dpsgd_eps10_on_adult_matches_opacus_accuracy(tmp_path):
     """Real Adult, LR, ε = 10, δ = 1e-5, B = 256, 2 epochs, C = 1, η = 1: Opacus (one model, hooks, Poisson
     DataLoader) and the engine (4 models on the same full training set) reach the same test accuracy."""

@@ -193,6 +193,7 @@ def test_report_with_unknown_parameter_fails_before_running(project):
 
 # ------------------------------------------------------------------------------ end to end, real data
 
+@pytest.mark.slow
 def test_overfit_sgd_leaks_more_than_dpsgd_eps1(mirror):
     """Adult (800 training records), MLP, 100 epochs, batch 50, lr 0.5, 2R = 16 models, m = 400: SGD overfits
     and its per-group GPR (cross-fitted) is clearly above DP-SGD's at ε = 1 with the same design and streams.

@@ -343,6 +343,7 @@ def test_reported_epsilon_is_the_accountants_per_model_and_never_above_target(al
     assert any("n_m" in s for s in bank.accounting[0].public_assumptions)
 
 
+@pytest.mark.slow
 @settings(max_examples=4, deadline=None)
 @given(eps=st.sampled_from([1.0, 4.0, 10.0]), q=st.floats(0.005, 0.05), epochs=st.integers(1, 5))
 def test_prv_calibration_never_overshoots(eps, q, epochs):

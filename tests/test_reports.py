@@ -178,6 +178,7 @@ def _leak_pairs(rng, n, scale):
     return est(20), est(8)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("scale", [0.08, 0.3, 1.0])
 def test_agreement_intervals_hold_their_coverage(scale):
     """Seed 0, 3,000 simulated audits of 50 targets (Monte Carlo SE of a coverage near 0.95: 0.004), from weak to strong leakage (population r 0.09, 0.53, 0.79):

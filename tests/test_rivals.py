@@ -293,6 +293,7 @@ def _blobs(n=600, seed=0):
     return X, y, g
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("algorithm", RIVALS)
 def test_a_short_bank_trains_and_is_deterministic_under_its_seed(algorithm):
     """600 records, MLP, 3 epochs at ε = 3, 2 models: the same seed gives bit-identical parameters and policy state,

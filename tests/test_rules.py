@@ -103,6 +103,7 @@ def test_every_rule_trains_at_the_epsilon_its_accountant_states(name):
         assert max(a.epsilon for a in bank.accounting) > 0.97 * 2.0
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", rules.ALGORITHMS)
 def test_every_rule_is_reproducible_and_seeded(name):
     """Same seed: the same bank, bit for bit; another seed: another bank."""

@@ -83,6 +83,7 @@ def test_shard_rows_cover_the_bank_in_order():
         shard_rows(0, 2)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", list(SPECS))
 def test_loky_shards_equal_the_single_process_bank(data, single, name, tmp_path):
     b = _train(data, SPECS[name], workers=2, executor="loky")
@@ -156,6 +157,7 @@ def local_ray():
     ray.shutdown()
 
 
+@pytest.mark.slow
 def test_ray_shards_equal_the_single_process_bank(data, single, local_ray, tmp_path):
     for name in ("lr-dpsgd", "mlp-dpsgd_s"):
         b = _train(data, SPECS[name], workers=2, executor="ray")

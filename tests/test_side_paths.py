@@ -189,6 +189,7 @@ def _rdp_epsilon(sigma: float, q: float, steps: int, delta: float) -> float:
     return float(acc.get_epsilon(delta))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("target,q,epochs", DESIGNS)
 def test_prv_epsilon_agrees_with_dp_accountings_pld_within_one_percent(target, q, epochs):
     """At each study design, σ calibrated by the project (PRV, δ = 1e-5) and its reported ε against Google's

@@ -115,6 +115,7 @@ def _covered(path: Path, deps: list[str]) -> bool:
     return any(path == Path(d) or Path(d) in path.parents for d in deps)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("stage", "module", "deps", "notebook"), _stages(), ids=[s[0] for s in _stages()])
 def test_stage_deps_are_exactly_the_code_it_imports(stage, module, deps, notebook):
     start = {module}

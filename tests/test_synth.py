@@ -370,6 +370,7 @@ def test_label_release_gets_sigma_c_the_accountant_was_charged():
     assert a["epsilon"] == pytest.approx(acc.get_epsilon(delta=1e-5), rel=1e-9)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("target", [0.01, 1.0])
 def test_prv_epsilon_matches_an_independent_prv_accountant_and_sigma_is_not_inflated(target):
     """PRV (the synth stages' accountant): ε reported for DPDSyn equals an independent Opacus PRVAccountant's on
@@ -475,6 +476,7 @@ def test_dpcgan_table_has_the_schema_and_straight_through_blocks_are_one_hot():
     assert torch.allclose(soft.grad[:, 2:5], torch.ones(5, 3))
 
 
+@pytest.mark.slow
 def test_dpcgan_learns_the_toy_task_better_than_an_untrained_generator():
     """Toy task, seeds fixed: the classifiers trained on 4 non-private DP-CGANs' tables (σ = 0, GAN seeds 0–3) beat
     those trained on 3 untrained generators' tables by at least 8 points on real held-out data, on average. One GAN
