@@ -121,6 +121,7 @@ def test_offline_a_is_chosen_from_the_references_and_matters():
     assert not np.allclose(rmia_scores(phi, mem, mode="offline", a=0.0), rmia_scores(phi, mem, mode="offline", a=0.9))
 
 
+@pytest.mark.slow
 def test_rmia_cross_fitted_advantage_is_unbiased_without_leakage():
     """The cross-fitted advantage of RMIA's scores, averaged over 10 no-leak banks (16 models, 1,500 records, seeds
     100-109), is within ±0.3 pp of 0 online, offline and offline with one reference (SE about 0.1 pp). Offline

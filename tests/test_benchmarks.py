@@ -19,6 +19,7 @@ sys.modules.setdefault("gpu_timing", gt)
 _spec.loader.exec_module(gt)
 
 
+@pytest.mark.slow
 def test_shapes_are_the_gpu_profiles_prepared_data(mirror, tmp_path):
     """Every dataset of the gpu profile loaded as the profile configures it (UTKFace: its whole training split)."""
     from fairdp_core.data.loaders import load_dataset
@@ -32,6 +33,7 @@ def test_shapes_are_the_gpu_profiles_prepared_data(mirror, tmp_path):
         assert (len(d.train), tuple(d.train.X.shape[1:]), d.n_classes, d.n_groups) == shape, name
 
 
+@pytest.mark.slow
 def test_cpu_run_counts_steps_and_extrapolation(tmp_path):
     """COMPAS/LR and MNIST (MLP and CNN), 4 models, 2 steps: the gpu profile has 16 seeds × 5 runs + 16 at ε = 2 =
     96 COMPAS runs and 6 × 5 + 6 = 36 per MNIST model; T = round(20 · n/2 / 256); total = s/step · T · runs."""

@@ -34,6 +34,7 @@ BROKEN = pb.Breakage("VALUE changed", "toy/__init__.py", "VALUE = 1", "VALUE = 2
 HARMLESS = pb.Breakage("a comment added", "toy/__init__.py", "VALUE = 1", "VALUE = 1  # same")
 
 
+@pytest.mark.slow
 def test_a_failing_hint_catches_alone(toy):
     verdict, msg, failed = pb._try(toy, BROKEN, {BROKEN.name: ["tests/test_toy.py::test_value"]})
     assert verdict == "caught" and "its hinted test" in msg and failed == ["tests/test_toy.py::test_value"]

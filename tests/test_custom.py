@@ -120,6 +120,7 @@ def test_correct_slice_shows_no_leakage_where_there_is_none():
     assert wrong.iloc[0] > 1.5, wrong
 
 
+@pytest.mark.slow
 def test_custom_factory_trains_the_same_bank_as_the_engine_mlp():
     """A factory building the study's MLP as nn.Sequential goes through torch.func; the engine's own MLP through
     the dense backend. Same init draws, same streams: the same DP bank to float tolerance."""
@@ -204,6 +205,7 @@ def csv(tmp_path):
     return p
 
 
+@pytest.mark.slow
 def test_cli_audit_custom_writes_every_output(csv, tmp_path, capsys):
     out = tmp_path / "audit"
     rc = cli(["audit-custom", "--data", str(csv), "--label", "label", "--group", "colour", "--slice", "size",
@@ -254,6 +256,7 @@ def test_audit_csv_custom_module_function(csv, tmp_path, monkeypatch):
     assert res.summary["spec"]["model"] == "custom" and len(res.table()) == 2
 
 
+@pytest.mark.slow
 def test_the_opacus_fallback_samples_and_noises_as_it_accounts():
     """The fallback's own mechanism, measured (not its accounting restated): records are Poisson-sampled at the q it
     charges (mean batch size q·n), and with inputs that give every per-sample gradient zero each step moves the

@@ -74,6 +74,7 @@ EXPECTED = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", list(EXPECTED))
 def test_dataset_counts_groups_and_types(loaded, name):
     raw_rows, group_totals, n_clean = EXPECTED[name]

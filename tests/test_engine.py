@@ -382,6 +382,7 @@ def test_rdp_golden_value():
 @settings(max_examples=12, deadline=None)
 @given(eps=st.sampled_from([0.5, 1.0, 2.0, 5.0, 10.0]), q=st.floats(0.001, 0.1), epochs=st.integers(1, 20),
        delta=st.sampled_from([1e-5, 1e-6]))
+@pytest.mark.slow
 def test_calibration_never_overshoots(eps, q, epochs, delta):
     steps = int(epochs / q)
     sigma = calibrate_sigma(eps, sample_rate=q, steps=steps, delta=delta)

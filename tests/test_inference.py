@@ -101,6 +101,7 @@ def test_small_coverage_study_holds_nominal():
     assert null["reject_permutation"] <= 0.1 and null["reject_wald_holm"] <= 0.1
 
 
+@pytest.mark.slow
 def test_small_coverage_fails_when_the_model_term_is_dropped(monkeypatch):
     """The same kind of study with V = V_records only (the model-pair term removed) under a strong model × group
     interaction undercovers: the coverage check can fail."""
@@ -146,6 +147,7 @@ def test_small_attack_coverage_fails_with_halved_standard_errors(monkeypatch):
     assert (df["cover_gpr"] < 0.85).all(), df
 
 
+@pytest.mark.slow
 def test_studentized_permutation_keeps_its_level_with_unequal_sizes_and_variances():
     """Seed 12, 400 null data sets: group sizes 400 and 40, SDs 1 and 4, equal means. The studentized test rejects
     at most 0.075 of them at α = 0.05 (MC sd ≈ 0.011); the plain Δ permutation test it replaced rejects more than
@@ -265,6 +267,7 @@ def test_small_leveling_coverage_fails_without_the_model_term(monkeypatch):
     assert df.iloc[0].cover_models_and_records < 0.88, df
 
 
+@pytest.mark.slow
 def test_small_lowfpr_coverage_holds_and_naive_does_not():
     """Seed 9, 150 audits per cell (one group of 300 records, 2R = 16, leak 1 and strong model effects): the TPR at 1%
     FPR interval on effective counts covers at least 0.9 and the ε lower bound lies below the population's ε at its
@@ -277,6 +280,7 @@ def test_small_lowfpr_coverage_holds_and_naive_does_not():
     assert row.cover_tpr_at_1pct_naive < 0.75, row
 
 
+@pytest.mark.slow
 def test_small_lowfpr_coverage_fails_when_cells_count_as_independent(monkeypatch):
     """With effective_n replaced by the raw number of cells, the same study undercovers (TPR and ε): the check can
     fail."""

@@ -219,6 +219,7 @@ def test_overfit_sgd_leaks_more_than_dpsgd_eps1(mirror):
     assert (np.abs(out["dpsgd"]) < 0.05).all()
 
 
+@pytest.mark.slow
 def test_audit_command_writes_every_artifact_atomically(law_smoke, monkeypatch, capsys):
     """plan + train + attack through the CLI on the smoke profile's smallest run; a failure mid-run leaves nothing."""
     project = law_smoke
@@ -265,6 +266,7 @@ def test_audit_command_writes_every_artifact_atomically(law_smoke, monkeypatch, 
     capsys.readouterr()
 
 
+@pytest.mark.slow
 def test_sigkill_mid_audit_leaves_no_output_and_rerun_completes(law_smoke):
     """A literal kill -9 of the train stage's process group while it trains: no output directory appears (only a
     hidden temporary of a dead pid); the rerun removes that temporary and writes the complete directory."""
@@ -324,6 +326,7 @@ def test_params_typo_in_audit_command_names_key(project, monkeypatch, capsys):
 
 
 
+@pytest.mark.slow
 def test_train_and_attack_rerun_byte_identical(law_smoke):
     """The same params and seed: a second train and attack of a run write the same bytes in every tracked output
     (what DVC hashes into dvc.lock), timings going to results/timings/ only."""
