@@ -131,7 +131,7 @@ BREAKAGES = (
              "return Sigmas(split_sigma(sigma_eff, count_multiplier), sigma_b, None, sigma_eff)",
              "return Sigmas(sigma_eff, sigma_b, None, sigma_eff)"),
     Breakage("AdaClip: its centred count's sensitivity taken as 1/4, not 1/2", "fairdp_core/rules/adaclip.py",
-             "count_multiplier = 2.0 * sigma_b", "count_multiplier = 4.0 * sigma_b"),
+             "count_sensitivity = 0.5", "count_sensitivity = 0.25"),
     Breakage("AdaClip: an uncentred count (sensitivity 1) released as the centred one", "fairdp_core/engine/policies.py",
              "return ((unclipped - 0.5) * weights).sum(1)", "return (unclipped * weights).sum(1)"),
     Breakage("DPSGD-F: counts not noised", "fairdp_core/engine/policies.py",

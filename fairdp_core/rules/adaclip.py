@@ -5,26 +5,21 @@
 
 from __future__ import annotations
 
-from .base import Rule, count_sigmas, default_sigma_b
+from .base import CountRule
 
 
-class AdaClipRule(Rule):
+class AdaClipRule(CountRule):
     name = "adaclip"
     order = 80
     label = "AdaClip"
     color = "#000000"
     config = "adaclip"
     make_private = "make_private_adaclip"
+    count_sensitivity = 0.5  # the centred count (Andrew et al., Theorem 1): noise multiplier 2σ_b
 
     def plan_fields(self, train, run, override):
         ac = train.adaclip
         return {"gamma": ac.gamma, "eta_q": ac.eta, "sigma_b": ac.sigma_b, "c_min": ac.c_min, "q_max": ac.c_max}
-
-    def sigmas(self, spec, sigma_eff):
-        sigma_b = default_sigma_b(spec)
-        # the centred count has sensitivity 1/2 (Andrew et al., Theorem 1): noise multiplier 2σ_b
-        count_multiplier = 2.0 * sigma_b
-        return count_sigmas(sigma_eff, sigma_b, count_multiplier)
 
     def policy(self, spec, M, K, sig, gens, device):
         from ..engine.policies import AdaClip

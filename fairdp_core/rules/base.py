@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from ..engine.policies import ClipPolicy
     from ..engine.trainer import TrainSpec
 
-__all__ = ["COMMON_ASSUMPTIONS", "Rule", "Sigmas", "count_sigmas", "default_sigma_b"]
+__all__ = ["COMMON_ASSUMPTIONS", "CountRule", "Rule", "Sigmas", "count_sigmas", "default_sigma_b"]
 
 # What every private rule's accounting treats as public, before the rule's own constants.
 COMMON_ASSUMPTIONS = ("n_m, the size of model m's training pool (for q_m = B / n_m and T = E·mean(n_m) / B)",
@@ -90,3 +90,15 @@ def count_sigmas(sigma_eff: float, sigma_b: float, count_multiplier: float) -> S
     from ..engine.accounting import split_sigma
 
     return Sigmas(split_sigma(sigma_eff, count_multiplier), sigma_b, None, sigma_eff)
+
+
+@dataclass(frozen=True)
+class CountRule(Rule):
+    """A rule that releases noised counts of std σ_b each step (the rivals): the counts' noise multiplier is
+    σ_b / ``count_sensitivity``, the L2 sensitivity of what is released."""
+
+    count_sensitivity: ClassVar[float] = 1.0
+
+    def sigmas(self, spec: TrainSpec, sigma_eff: float) -> Sigmas:
+        sigma_b = default_sigma_b(spec)
+        return count_sigmas(sigma_eff, sigma_b, sigma_b / self.count_sensitivity)

@@ -4,10 +4,10 @@ above C0, from 2K noised counts of sensitivity 1 (:class:`~fairdp_core.engine.po
 
 from __future__ import annotations
 
-from .base import Rule, count_sigmas, default_sigma_b
+from .base import CountRule
 
 
-class DPSGDF(Rule):
+class DPSGDF(CountRule):
     name = "dpsgd_f"
     order = 60
     label = "DPSGD-F"
@@ -17,10 +17,6 @@ class DPSGDF(Rule):
 
     def plan_fields(self, train, run, override):
         return {"sigma_b": train.dpsgd_f.sigma_b}
-
-    def sigmas(self, spec, sigma_eff):
-        sigma_b = default_sigma_b(spec)
-        return count_sigmas(sigma_eff, sigma_b, sigma_b)
 
     def policy(self, spec, M, K, sig, gens, device):
         from ..engine.policies import DPSGDFClip

@@ -7,6 +7,14 @@ from __future__ import annotations
 from .base import Rule, Sigmas, default_sigma_b
 
 
+def quantile_fields(train, run, override) -> dict[str, object]:
+    """τ (the run's, else train.dpsgd_s's), γ (the run's, else the override's, else train.dpsgd_s's), C_min, Q_init:
+    the bounds' settings both DP-SGD-S variants share."""
+    s = train.dpsgd_s
+    gamma = run.gamma if run.gamma is not None else override("gamma", s.gamma)
+    return {"tau": run.tau if run.tau is not None else s.tau, "gamma": gamma, "c_min": s.c_min, "q_init": s.q_init}
+
+
 class DPSGDS(Rule):
     name = "dpsgd_s"
     order = 20
@@ -18,9 +26,7 @@ class DPSGDS(Rule):
 
     def plan_fields(self, train, run, override):
         s = train.dpsgd_s
-        gamma = run.gamma if run.gamma is not None else override("gamma", s.gamma)
-        return {"tau": run.tau if run.tau is not None else s.tau, "gamma": gamma, "c_min": s.c_min,
-                "q_init": s.q_init, "eta_q": s.eta_q, "sigma_b": s.sigma_b, "q_max": s.q_max,
+        return {**quantile_fields(train, run, override), "eta_q": s.eta_q, "sigma_b": s.sigma_b, "q_max": s.q_max,
                 "count_floor": s.count_floor}
 
     def sigmas(self, spec, sigma_eff):

@@ -6,6 +6,7 @@ are not: its Îµ is not guaranteed. Settings: ``train.dpsgd_s_nonprivate``, and Ï
 from __future__ import annotations
 
 from .base import Rule
+from .dpsgd_s import quantile_fields
 
 
 class DPSGDSNonprivate(Rule):
@@ -18,10 +19,9 @@ class DPSGDSNonprivate(Rule):
     config = "dpsgd_s_nonprivate"
 
     def plan_fields(self, train, run, override):
-        s, ns = train.dpsgd_s, train.dpsgd_s_nonprivate
-        gamma = run.gamma if run.gamma is not None else override("gamma", s.gamma)
-        return {"tau": run.tau if run.tau is not None else s.tau, "gamma": gamma, "c_min": s.c_min,
-                "q_init": s.q_init, "ema_momentum": ns.ema_momentum, "percentile": ns.percentile}
+        ns = train.dpsgd_s_nonprivate
+        return {**quantile_fields(train, run, override), "ema_momentum": ns.ema_momentum,
+                "percentile": ns.percentile}
 
     def policy(self, spec, M, K, sig, gens, device):
         from ..engine.policies import GroupEMAPercentileClip

@@ -5,10 +5,10 @@ GlobalAdaptClip`). Settings: ``train.global_adapt``; C is ``train.clip``. Stored
 
 from __future__ import annotations
 
-from .base import Rule, count_sigmas, default_sigma_b
+from .base import CountRule
 
 
-class GlobalAdapt(Rule):
+class GlobalAdapt(CountRule):
     name = "global_adapt"
     order = 70
     label = "DPSGD-Global-Adapt"
@@ -19,10 +19,6 @@ class GlobalAdapt(Rule):
     def plan_fields(self, train, run, override):
         ga = train.global_adapt
         return {"q_init": ga.z_init, "tau": ga.threshold, "gamma": ga.gamma, "eta_q": ga.eta, "sigma_b": ga.sigma_b}
-
-    def sigmas(self, spec, sigma_eff):
-        sigma_b = default_sigma_b(spec)
-        return count_sigmas(sigma_eff, sigma_b, sigma_b)
 
     def policy(self, spec, M, K, sig, gens, device):
         from ..engine.policies import GlobalAdaptClip
