@@ -20,12 +20,12 @@ from .audit.verdicts import (
     claims_table,
     depends_detail,
     load_summaries,
-    rule_sentences,
     seeds_needed,
 )
 from .results import DATASET_LABELS, MODEL_LABELS
 
-__all__ = ["RULE_NAMES", "claims_first_screen", "claims_frame", "claims_section", "expected_cells", "write_claims_csv"]
+__all__ = ["RULE_NAMES", "claims_figure", "claims_first_screen", "claims_frame", "claims_section", "expected_cells",
+           "write_claims_csv"]
 
 RULE_NAMES = {
     "dpsgd_s_paper": "The paper's rule made DP (dpsgd_s_paper, the arm that decides the paper's claim)",
@@ -135,66 +135,136 @@ def _verdict_text(r: pd.Series, base: dict | None) -> str:
     return v
 
 
-def claims_first_screen(summaries_dir: Path, profile: Path, frame: tuple | None = None) -> str:
-    """The question, the bold answer, a sentence per rule, and the paper's three quoted claims (``frame``:
-    :func:`claims_frame`'s result, when the caller has it already)."""
-    df, summaries = frame or claims_frame(summaries_dir, profile)
-    cells = expected_cells(profile)
-    have = set() if df.empty else {(r.dataset, r.model, r.epsilon) for r in df.itertuples() if r.seeds >= MIN_SEEDS}
-    status = (f"{len(have)} of the profile's {len(cells)} cells {'has' if len(have) == 1 else 'have'} at least "
-              f"{MIN_SEEDS} paired seeds so far"
-              + ("" if len(have) == len(cells) else " (the campaign goes on; the others are listed below)"))
-    if df.empty:
-        return ("<div class='findings'><h2>Does DP-SGD-S lower the group disparity Δ, as the paper claims?</h2>"
-                f"<p><b>Not yet decided: no run of the claims campaign is stored.</b> {status}.</p></div>")
-    paper = df[df.rule == "dpsgd_s_paper"]
+# The three rules, named once on the first screen: which is the paper's algorithm as published, which decides the
+# claim, which is this study's reading (issue text, fixed for every page)
+FIRST_SCREEN_NAMES = {
+    "dpsgd_s_paper": "<b>Paper's rule made DP</b> (<code>dpsgd_s_paper</code>, decides the claim)",
+    "dpsgd_s_paper_code": "<b>Paper's algorithm as published</b> (<code>dpsgd_s_paper_code</code>, its released "
+                          "code; not DP)",
+    "dpsgd_s": "<b>This study's quantile reading</b> of the paper's text (<code>dpsgd_s</code>)",
+}
+SHORT_DESIGN = "m = n, 2R = 400, the paper's clip bounds and epochs"
+
+
+def _answer(paper: pd.DataFrame, have: int, cells: int) -> str:
+    """The bold sentence: what the paper's rule made DP does to Δ over the tested cells, named."""
     v = paper.verdict.value_counts()
     low, up, same, dep = (int(v.get(k, 0)) for k in ("reproduced", "contradicted", "not detected",
                                                     "depends on the estimator"))
     tested = low + up + same + dep
     if tested == 0:
-        answer = "Not yet decided: no cell has a like-for-like test with enough seeds."
+        return "Not yet decided: no cell has a like-for-like test with enough seeds."
+    where = {k: ", ".join(f"{DATASET_LABELS.get(r.dataset, r.dataset)} ε = {r.epsilon:g}"
+                          for r in paper[paper.verdict == k].itertuples())
+             for k in ("reproduced", "contradicted")}
+    if up:
+        lead = "No"
+    elif low == tested:
+        lead = "Yes, in every tested cell"
+    elif low == 0:
+        lead = "Not established in any tested cell (not evidence of no effect)"
     else:
-        if up:
-            reading = f"the claim is contradicted in {up} of them"
-        elif low == tested:
-            reading = "the claimed fall is found in every tested cell"
-        elif low == 0:
-            reading = "the claimed fall is not established in any tested cell (not evidence of no effect)"
-        else:
-            reading = f"the claimed fall is found in {low} of {tested} tested cells"
-        answer = (f"So far ({len(have)} of {len(cells)} cells), the paper's rule made DP lowers Δ under both "
-                  f"estimators in {low} of the {tested} tested cells, raises it in {up}, shows no detectable change "
-                  f"in {same}, and in {dep} the two estimators disagree: {reading}.")
-    sentences = "".join(f"<li>{html.escape(s)}</li>" for s in rule_sentences(df, RULE_NAMES))
+        lead = f"Only in {low} of {tested} tested cells"
+    parts = [f"lowers Δ in {low}" + (f" ({where['reproduced']})" if low else ""),
+             f"raises it in {up}" + (f" ({where['contradicted']})" if up else ""),
+             f"shows no detectable change in {same}"]
+    if dep:
+        parts.append(f"depends on the estimator in {dep}")
+    return (f"{lead}: in {tested} tested {'cell' if tested == 1 else 'cells'} ({have} of {cells} run so far), "
+            "the paper's rule made DP "
+            + ", ".join(parts[:-1]) + f" and {parts[-1]}.")
+
+
+def _rule_line(df: pd.DataFrame, rule: str) -> str:
+    """One short line per rule: its verdict counts over the cells run."""
+    g = df[df.rule == rule]
+    v = g.verdict.value_counts()
+    counts = [f"{k} {int(v.get(key, 0))}" for k, key in (("lower", "reproduced"), ("higher", "contradicted"),
+                                                           ("no change", "not detected"),
+                                                           ("estimator-dependent", "depends on the estimator"))]
+    rest = [f"{int(v[key])} {k}" for k, key in (("not like-for-like", "not a like-for-like test"),
+                                                ("with too few seeds", "too few seeds")) if v.get(key, 0)]
+    return f"{FIRST_SCREEN_NAMES[rule]}: {', '.join(counts)}" + (f"; {', '.join(rest)}" if rest else "") + "."
+
+
+def _short_verdict(r: pd.Series, base: dict | None) -> str:
+    """The verdict and its one most needed qualifier (the full text is in the claims table below)."""
+    v = r.verdict
+    if v == "not a like-for-like test":
+        return f"{v} (accuracy {100 * r.accuracy_dpsgd:.1f}% vs {100 * r.accuracy_rule:.1f}%)"
+    if r.seeds < r.get("seeds_target", 0):
+        v += f", provisional ({r.seeds} of {r.seeds_target} seeds)"
+    elif v == "not detected" and r.mde is not None:
+        v += f" (MDE ±{r.mde:.2f})"
+    if base and base["differs"]:
+        v += f"; DP-SGD Δ {base['delta']:.2f} here"
+    return v
+
+
+def claims_first_screen(summaries_dir: Path, profile: Path, frame: tuple | None = None) -> str:
+    """The question, the bold answer, one line per rule, and the paper's three quoted claims (``frame``:
+    :func:`claims_frame`'s result, when the caller has it already). Short: it is the index's first screen
+    (at most 250 words at 1,400 × 900 with the page's heading)."""
+    df, summaries = frame or claims_frame(summaries_dir, profile)
+    cells = expected_cells(profile)
+    have = set() if df.empty else {(r.dataset, r.model, r.epsilon) for r in df.itertuples() if r.seeds >= MIN_SEEDS}
+    question = "<h2>Does DP-SGD-S lower the group disparity Δ, as the paper claims?</h2>"
+    if df.empty:
+        return (f"<div class='findings'>{question}<p><b>Not yet decided: no run of the claims campaign is stored."
+                f"</b> 0 of the profile's {len(cells)} cells run.</p></div>")
+    paper = df[df.rule == "dpsgd_s_paper"]
+    lines = "".join(f"<li>{_rule_line(df, rule)}</li>" for rule in RULE_ORDER if (df.rule == rule).any())
     rows = []
     for cell, ref in PAPER_QUOTED.items():
         r = paper[(paper.dataset == cell[0]) & (paper.model == cell[1]) & (paper.epsilon == cell[2])]
-        head = (f"<td>{_label(*cell[:2])}, ε = {cell[2]:g}</td><td>{ref['dpsgd']:.2f} → {ref['dpsgd_s']:.2f} "
+        head = (f"<td>{_label(*cell[:2])}</td><td>{ref['dpsgd']:.2f} → {ref['dpsgd_s']:.2f} "
                 f"({ref['dpsgd_s'] - ref['dpsgd']:+.2f})</td>")
         if r.empty:
-            later = ("not in the CPU campaign yet: its SD pilot first, the full cell on the gpu profile"
-                     if cell[1] != "lr" else "not run yet (a later part of the campaign)")
+            later = "not run yet: a GPU cell" if cell[1] != "lr" else "not run yet"
             rows.append(f"<tr>{head}<td colspan='4'>{later}</td></tr>")
             continue
         r = r.iloc[0]
-        effect = ref["dpsgd_s"] - ref["dpsgd"]
-        lo, hi = r.lo_bonf_in_sample, r.hi_bonf_in_sample
-        size = ("" if not (np.isfinite(lo) and np.isfinite(hi)) else
-                f"; the paper's {effect:+.2f} pp lies outside this study's in-sample interval" if not lo <= effect <= hi
-                else f"; the paper's {effect:+.2f} pp lies inside this study's in-sample interval")
-        rows.append(f"<tr>{head}<td>{_diff(r, 'in_sample')}</td><td>{_diff(r, 'cross_fit')}</td><td>{r.seeds}</td>"
-                    f"<td><b>{html.escape(_verdict_text(r, _baseline(summaries, cell)))}</b>{html.escape(size)}</td></tr>")
+        ci = {est: f"{_pp(r[f'diff_{est}'])} [{_pp(r[f'lo_bonf_{est}'])}, {_pp(r[f'hi_bonf_{est}'])}]"
+              for est in ("in_sample", "cross_fit")}
+        rows.append(f"<tr>{head}<td>{ci['in_sample']}</td><td>{ci['cross_fit']}</td><td>{r.seeds}</td>"
+                    f"<td><b>{html.escape(_short_verdict(r, _baseline(summaries, cell)))}</b></td></tr>")
     return (
-        "<div class='findings'><h2>Does DP-SGD-S lower the group disparity Δ, as the paper claims?</h2>"
-        f"<p><b>{html.escape(answer)}</b> {html.escape(status)}.</p><ul>{sentences}</ul>"
-        "<table id='quoted-claims'><caption>The paper's three quoted claims (ε = 10): Δ(paper's rule made DP) − "
-        "Δ(DP-SGD) in pp, paired by seed, with its interval and paired t p Bonferroni-adjusted over the claims table's "
-        f"{len(cells) * len(RULE_ORDER)} rows. Design: {DESIGN}.</caption><tr><th>claim</th><th>paper Δ (pp)</th>"
-        "<th>in-sample (paper's estimator)</th><th>cross-fitted</th><th>seeds</th><th>verdict</th></tr>"
-        f"{''.join(rows)}</table>"
-        "<p class='small'>Δ: max − min over groups of the mean per-record membership advantage (pp). The full "
-        "table, every dataset and ε, is <a href='#claims'>below</a>.</p></div>")
+        f"<div class='findings'>{question}<p><b>{html.escape(_answer(paper, len(have), len(cells)))}</b></p>"
+        f"<ul>{lines}</ul>"
+        "<table id='quoted-claims'><caption>The paper's quoted claims, ε = 10: Δ(rule) − Δ(DP-SGD) in pp, paired by "
+        f"seed, Bonferroni 95%. Design: {SHORT_DESIGN} (<a href='#claims'>details</a>).</caption>"
+        "<tr><th>cell</th><th>paper Δ (pp)</th><th>in-sample</th><th>cross-fitted</th><th>seeds</th>"
+        f"<th>verdict</th></tr>{''.join(rows)}</table></div>")
+
+
+FIGURE_TITLES = {"dpsgd_s_paper": "Paper's rule made DP (decides the claim)",
+                 "dpsgd_s_paper_code": "Paper's algorithm as published (not DP)",
+                 "dpsgd_s": "This study's quantile reading"}
+
+
+def claims_figure(frame: tuple, figures_dir: Path) -> str:
+    """The claims table as a forest plot (one panel per rule, one row per cell, both estimators), written to
+    ``figures_dir``/claims.png with its colour mapping beside it; the HTML that shows it ("" with no run stored)."""
+    import json
+
+    from . import plots
+    from .atomic import atomic_path, write_text
+
+    df, _ = frame
+    if df.empty:
+        return ""
+    fig = plots.claims_forest(df, rules={r: FIGURE_TITLES[r] for r in RULE_ORDER},
+                              cell_label=lambda ds, model, eps: f"{_label(ds, model)}, ε = {eps:g}")
+    png = Path(figures_dir) / "claims.png"
+    with atomic_path(png, suffix=".png") as tmp:
+        fig.savefig(tmp, format="png", dpi=150, bbox_inches="tight", metadata={"Software": None})
+    write_text(png.with_name("claims.colors.json"), json.dumps(fig.fairdp_colors, indent=1, sort_keys=True) + "\n")
+    plots.plt.close(fig)
+    rel = f"figures/{Path(figures_dir).name}/claims.png"
+    return (f"<figure style='margin:0.5em 0'><img src='{rel}' alt='the claims table as a forest plot' "
+            "style='width:100%;max-width:1320px'><figcaption class='small'>Every cell run so far: Δ(rule) − Δ(DP-SGD) "
+            "in pp with its Bonferroni 95% interval, left of 0 = the rule lowers the disparity. The numbers are in "
+            "the <a href='#claims'>claims table</a>.</figcaption></figure>")
 
 
 def claims_section(summaries_dir: Path, profile: Path, frame: tuple | None = None) -> str:

@@ -420,7 +420,7 @@ def _cmd_clip_study(args: argparse.Namespace) -> int:
 
 
 def _cmd_check_reports(args: argparse.Namespace) -> int:
-    from .report_checks import MAX_HEIGHT_PX, check_reports, page_heights
+    from .report_checks import MAX_FIRST_SCREEN_WORDS, MAX_HEIGHT_PX, check_reports, first_screen_words, page_heights
 
     problems = check_reports(args.reports)
     if args.heights:
@@ -431,6 +431,12 @@ def _cmd_check_reports(args: argparse.Namespace) -> int:
             print(f"{page}: {h:,} px tall at 1,400 px wide")
             if h > MAX_HEIGHT_PX:
                 problems.append(f"{page}: {h:,} px tall, over {MAX_HEIGHT_PX:,} px")
+        index = Path(args.reports) / "index.html"
+        words = first_screen_words(index) if heights and index.is_file() else None
+        if words is not None:
+            print(f"index.html: {words} words on the first screen (1,400 × 900)")
+            if words > MAX_FIRST_SCREEN_WORDS:
+                problems.append(f"index.html: {words} words on the first screen, over {MAX_FIRST_SCREEN_WORDS}")
     for p in problems:
         print(p, file=sys.stderr)
     print(f"fairdp check-reports: {len(problems)} problem{'s' if len(problems) != 1 else ''} in {args.reports}")

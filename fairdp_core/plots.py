@@ -29,6 +29,7 @@ __all__ = [
     "ATTACK_COLORS",
     "ATTACK_LABELS",
     "attribute_gap_grid",
+    "claims_forest",
     "delta_by_attack",
     "delta_vs_epsilon",
     "estimator_distributions",
@@ -560,3 +561,44 @@ def synth_accuracy(df: pd.DataFrame, *, refs: pd.DataFrame | None = None, title:
         fig.suptitle(title)
     _finish(fig, (len(shown) + 3) // 4)
     return _tag(fig, [lab for lab in labels if lab != "majority class"])
+
+
+def claims_forest(df: pd.DataFrame, *, rules: dict[str, str], cell_label) -> plt.Figure:
+    """The claims campaign at a glance: one panel per rule (``rules``: rule -> panel title), one row per cell
+    (``cell_label(dataset, model, epsilon)``), the paired difference Δ(rule) − Δ(DP-SGD) in pp with its Bonferroni
+    95% interval under both estimators (in-sample: filled circle; cross-fitted: open square), in the rule's colour.
+    Cells that are not like-for-like tests are drawn faint. ``df``: the claims table (claims_report.claims_frame)."""
+    from .results import ALGORITHM_LABELS
+
+    cells = list(dict.fromkeys((r.dataset, r.model, r.epsilon) for r in df.itertuples()))
+    ys = {c: i for i, c in enumerate(cells)}
+    present = [r for r in rules if (df.rule == r).any()]
+    fig, axes = plt.subplots(1, len(present), figsize=(4.4 * len(present), 0.42 * len(cells) + 1.5), sharey=True,
+                             squeeze=False)
+    colours = {}
+    for ax, rule in zip(axes[0], present):
+        lab = ALGORITHM_LABELS[rule]
+        colour = colours.setdefault(lab, _color(lab))
+        for r in df[df.rule == rule].itertuples():
+            faint = r.verdict in ("not a like-for-like test", "too few seeds")
+            for off, est, marker in ((-0.15, "in_sample", "o"), (0.15, "cross_fit", "s")):
+                x, lo, hi = getattr(r, f"diff_{est}"), getattr(r, f"lo_bonf_{est}"), getattr(r, f"hi_bonf_{est}")
+                if not np.isfinite(x):
+                    continue
+                y = ys[(r.dataset, r.model, r.epsilon)] + off
+                ax.plot([lo, hi], [y, y], color=colour, lw=1.8, alpha=0.3 if faint else 1.0)
+                ax.plot([x], [y], marker=marker, ms=6, color=colour, alpha=0.3 if faint else 1.0,
+                        mfc=colour if est == "in_sample" else "white", mew=1.5)
+        ax.axvline(0, color="black", lw=0.8)
+        ax.set_title(rules[rule], fontsize=10)
+        ax.set_xlabel("Δ(rule) − Δ(DP-SGD), pp")
+    axes[0][0].set_yticks(range(len(cells)), [cell_label(*c) for c in cells])
+    axes[0][0].set_ylim(len(cells) - 0.5, -0.5)
+    handles = [plt.Line2D([], [], color="0.3", marker="o", ls="-", mfc="0.3"),
+               plt.Line2D([], [], color="0.3", marker="s", ls="-", mfc="white"),
+               plt.Line2D([], [], color="0.3", marker="o", ls="-", alpha=0.3)]
+    fig.legend(handles, ["in-sample (the paper's estimator)", "cross-fitted", "faint: not a like-for-like test"],
+               loc="lower center", ncol=3, fontsize=9, frameon=False, bbox_to_anchor=(0.5, 0.0))
+    _finish(fig)
+    fig.fairdp_colors = colours
+    return fig

@@ -12,6 +12,8 @@
 
 :func:`page_heights` measures each page's rendered height at a given width with headless Chromium (when it is
 installed): `fairdp check-reports --heights` fails a page taller than the limit (6,000 px at 1,400 px wide).
+:func:`first_screen_words` counts the words a reader sees before scrolling (1,400 × 900); the index's limit is
+:data:`MAX_FIRST_SCREEN_WORDS`.
 """
 
 from __future__ import annotations
@@ -25,9 +27,10 @@ import tempfile
 from html.parser import HTMLParser
 from pathlib import Path
 
-__all__ = ["MAX_HEIGHT_PX", "check_reports", "page_heights"]
+__all__ = ["MAX_FIRST_SCREEN_WORDS", "MAX_HEIGHT_PX", "check_reports", "first_screen_words", "page_heights"]
 
 MAX_HEIGHT_PX = 6000
+MAX_FIRST_SCREEN_WORDS = 250  # the index, above the fold at 1,400 × 900
 _ABS_PATH = re.compile(r"(?<![\w.:/])/(?:home|tmp|work|root|Users|var/folders|mnt)/[\w.\-/]+")
 
 
@@ -149,3 +152,54 @@ def page_heights(reports_dir: str | os.PathLike, *, width: int = 1400, shots_dir
             rows = np.where((np.abs(img - img[-1:, :, :]).max(axis=(1, 2))) > 0.02)[0]
             out[page.name] = int(rows.max() + 1) if len(rows) else 0
     return out
+
+
+# Counts, after layout, every whitespace-separated word of the body whose box is visible and starts above the fold;
+# the count goes into an attribute that --dump-dom prints. Text in closed <details>, <script> and <style> has no box.
+_COUNT_WORDS_JS = """<script>
+// a closed <details> hides all but its own <summary>, yet still lays the rest out (content-visibility)
+function folded(node) {
+  for (let child = node, el = node.parentElement; el; child = el, el = el.parentElement) {
+    if (el.tagName === 'DETAILS' && !el.open && !(child.tagName === 'SUMMARY')) return true;
+  }
+  return false;
+}
+window.addEventListener('load', () => {
+  const fold = window.innerHeight, r = document.createRange();
+  const walk = document.createTreeWalker(document.body, NodeFilter.SHOW_TEXT);
+  let n = 0;
+  while (walk.nextNode()) {
+    const t = walk.currentNode, re = /\\S+/g;
+    if (folded(t)) continue;
+    let m;
+    while ((m = re.exec(t.data))) {
+      r.setStart(t, m.index); r.setEnd(t, m.index + m[0].length);
+      const b = r.getBoundingClientRect();
+      if (b.width > 0 && b.height > 0 && b.top < fold) n++;
+    }
+  }
+  document.body.setAttribute('data-first-screen-words', n);
+});
+</script>"""
+
+
+def first_screen_words(page: str | os.PathLike, *, width: int = 1400, height: int = 900) -> int | None:
+    """The words of ``page`` visible before scrolling in a ``width`` × ``height`` window (headless Chromium, the
+    page's figures loaded from beside it); None without Chromium. The page itself is not touched: a copy with a
+    counting script and a ``<base>`` pointing at the page's folder is rendered from a temporary folder."""
+    exe = _chromium()
+    if exe is None:
+        return None
+    page = Path(page).resolve()
+    text = page.read_text()
+    base = f'<base href="{page.parent.as_uri()}/">'
+    text = re.sub(r"<head>", "<head>" + base, text, count=1) if "<head>" in text else base + text
+    text = text.replace("</body>", _COUNT_WORDS_JS + "</body>") if "</body>" in text else text + _COUNT_WORDS_JS
+    with tempfile.TemporaryDirectory() as td:
+        copy = Path(td) / page.name
+        copy.write_text(text)
+        dom = subprocess.run([exe, "--headless=new", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
+                              f"--window-size={width},{height}", "--virtual-time-budget=10000", "--dump-dom",
+                              copy.as_uri()], capture_output=True, text=True, timeout=180, check=False).stdout
+    m = re.search(r'data-first-screen-words="(\d+)"', dom)
+    return int(m.group(1)) if m else None

@@ -499,24 +499,24 @@ def build_index(params: Params, *, first_screen: str = "", claims: str = "") -> 
     page = f"""<!doctype html><html><head><meta charset="utf-8"><title>fairdp results</title>
 <style>{_INDEX_CSS}</style></head><body>
 <h1>fairdp: group privacy risk under DP-SGD and DP-SGD-S</h1>
-<p class="meta">{provenance(params)}
-{design} GPR: a group's mean per-record membership advantage (pp); Δ: max − min of the GPRs over groups (pp).
+<p class="meta">Δ: the largest gap between two groups' mean membership advantage (pp).
 <a href="#how-to-read">How to read these numbers</a>.</p>
 {first_screen}
-{_findings_box(params, evidence, df, agg)}
 <h2>Reports</h2><ul>{links}</ul>
-<h2>Main results</h2>
+{claims}
+{_findings_box(params, evidence, df, agg, meta=f"{provenance(params)} {design}")}
+<details id="main-results"><summary>Main results of this profile: {len(agg[agg.algorithm.isin(CORE_ALGORITHMS)])} rows
+(SGD, DP-SGD, DP-SGD-S; accuracy, Δ with its interval and null floor, the accounting of every row)</summary>
 <table><caption>Per dataset, model, ε and algorithm (PA-ALOOA cross-fitted): accuracy (mean ± SD over seeds, the 95% t
 interval of the mean) beside the majority-class rate and a degenerate-model flag; Δ (pp, mean ± SD over seeds) with its
 simultaneous 95% interval and null floor; the two-group contrast (pp, 95% CI). The grey line under each row is its
 privacy accounting. SGD, DP-SGD and DP-SGD-S here; DP-SGD-S's other versions and its rivals in the table below it.
 All rows with every column: <a href="main_table.csv">main_table.csv</a>.</caption>
-{MAIN_HEAD}{_main_rows(agg[agg.algorithm.isin(CORE_ALGORITHMS)])}</table>
+{MAIN_HEAD}{_main_rows(agg[agg.algorithm.isin(CORE_ALGORITHMS)])}</table></details>
 <details><summary>DP-SGD-S's other versions (the paper code's rule, made DP and as the code has it; as first described)
 and its rivals (DPSGD-F, DPSGD-Global-Adapt, AdaClip): {int((~agg.algorithm.isin(CORE_ALGORITHMS)).sum())} more rows,
 same columns</summary><table><caption>As the main table, for the other rules.</caption>
 {MAIN_HEAD}{_main_rows(agg[~agg.algorithm.isin(CORE_ALGORITHMS)])}</table></details>
-{claims}
 <details id="how-to-read"><summary>How to read these numbers</summary>
 <p class="small">GPR is a group's mean per-record advantage (the expected held-out TPR − FPR at this R, a lower
 estimate; the paper's in-sample estimator is an upper one). Δ = max − min over groups of GPR, in percentage points
@@ -575,7 +575,8 @@ def _outcome_line(params: Params) -> str:
             f"records){tpr}. See <a href='outcome_fairness.html'>outcome fairness</a>.</p>")
 
 
-def _findings_box(params: Params, evidence: list[dict], df: pd.DataFrame, agg: pd.DataFrame) -> str:
+def _findings_box(params: Params, evidence: list[dict], df: pd.DataFrame, agg: pd.DataFrame, *,
+                  meta: str = "") -> str:
     """What this profile's own runs say (the paper's claims are decided by the claims campaign, above it): can its
     audit tell any group's risk apart; the audit claims; the largest outcome-fairness effect."""
     # this run's own answer: can its audit tell any group's risk apart?
@@ -627,7 +628,8 @@ def _findings_box(params: Params, evidence: list[dict], df: pd.DataFrame, agg: p
             f"thresholds on the audited pairs too; its level under no leakage is not measured here</td>"
             f"<td>{verdict}</td></tr>")
     return (
-        f"<div class='findings'><h2>This profile's own runs</h2>{null_line}{_outcome_line(params)}"
+        f"<div class='findings' id='this-run'><h2>This profile's own runs</h2><p class='meta'>{meta}</p>{null_line}"
+        f"{_outcome_line(params)}"
         + ("" if not audit_rows else
            "<table><caption>The paper's audit claims (PA-LOOA: the Fisher-z interval of r with a jackknife SE, the "
            "t interval of the mean difference over targets; GPR levels: mean over this grid's DP runs with the t "

@@ -53,3 +53,16 @@ def write_params(tmp_path, mirror, monkeypatch):
         return p
 
     return write
+
+
+@pytest.fixture(scope="session")
+def chromium() -> str:
+    """Headless Chromium for the tests that measure rendered pages. Skipped without it; with
+    FAIRDP_REQUIRE_CHROMIUM=1 (CI installs it first) a missing one fails them instead."""
+    exe = next((c for c in ("chromium", "chromium-browser", "google-chrome") if shutil.which(c)), None)
+    if exe is None:
+        msg = "no headless Chromium (Debian: apt install chromium) to render the pages"
+        if os.environ.get("FAIRDP_REQUIRE_CHROMIUM") == "1":
+            pytest.fail(msg)
+        pytest.skip(msg)
+    return exe

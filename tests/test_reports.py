@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 
 from fairdp_core import plots
-from fairdp_core.report_checks import check_reports
+from fairdp_core.report_checks import MAX_FIRST_SCREEN_WORDS, check_reports, first_screen_words
 from fairdp_core.reporting import correlation_interval
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -64,6 +64,32 @@ def test_committed_reports_read_clean():
     """The committed default-profile reports: no stderr, no machine path, no nan cell, every table captioned, every
     figure and CSV referenced, one colour per algorithm across all figures."""
     assert check_reports(ROOT / "reports") == []
+
+
+def test_first_screen_words_counts_only_what_a_reader_sees_before_scrolling(tmp_path, chromium):
+    """Hand-counted page: 7 words on the first screen; a closed <details> (4 words), a script, a style and a paragraph
+    pushed below the fold (5 words) do not count; a figure beside the page is loaded from the page's folder."""
+    page = tmp_path / "p.html"
+    page.write_text("<!doctype html><html><head><style>p{margin:0}</style></head><body>"
+                    "<h1>One two three</h1><p>four five  six\nseven</p>"
+                    "<details><summary></summary>hidden words are four</details><script>var x = 1;</script>"
+                    "<div style='height:2000px'></div><p>below the fold, five words</p></body></html>")
+    assert first_screen_words(page) == 7
+    assert first_screen_words(page, height=3000) == 12  # the same page, a taller window: the last paragraph too
+    assert "first-screen" not in page.read_text()  # the page itself is not touched
+
+
+def test_the_index_answers_in_a_short_first_screen(chromium):
+    """The committed index, as a reader first sees it at 1,400 × 900: at most 250 words, and they include the
+    question, the bold answer and the three rules' names."""
+    index = Path(__file__).resolve().parents[1] / "reports" / "index.html"
+    n = first_screen_words(index)
+    assert n is not None and 100 <= n <= MAX_FIRST_SCREEN_WORDS, n
+    text = index.read_text()
+    first = text[:text.index("<h2>Reports</h2>")]
+    for needed in ("Does DP-SGD-S lower the group disparity Δ, as the paper claims?", "Paper's algorithm as published",
+                   "Paper's rule made DP", "quantile reading", "id='quoted-claims'", "figures/index/claims.png"):
+        assert needed in first, needed
 
 
 def test_every_committed_page_names_the_commit_and_the_versions_that_built_it():

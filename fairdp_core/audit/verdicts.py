@@ -32,7 +32,7 @@ from scipy import stats
 from .stats import holm, paired_seed_comparison, seeds_for_power
 
 __all__ = ["ESTIMATORS", "LIKE_FOR_LIKE_PP", "MIN_SEEDS", "PAPER_QUOTED", "POWER_RULES", "RULE_ORDER", "claims_table",
-           "degenerate", "load_summaries", "rule_sentences", "seeds_needed"]
+           "degenerate", "load_summaries", "seeds_needed"]
 
 ESTIMATORS = {"cross_fit": "alooa_cross_fit", "in_sample": "alooa_in_sample"}
 LIKE_FOR_LIKE_PP = 2.0
@@ -196,28 +196,6 @@ def depends_detail(r: pd.Series) -> str:
 
 def _n(k: int, noun: str) -> str:
     return f"{k} {noun}" + ("" if k == 1 else "s")
-
-
-def rule_sentences(df: pd.DataFrame, labels: dict[str, str]) -> list[str]:
-    """One sentence per rule: of its cells with a verdict, in how many both estimators find a lower Δ, a higher
-    one, no change, how many depend on the estimator, and how many are not like-for-like tests."""
-    out = []
-    for rule in RULE_ORDER:
-        g = df[df.rule == rule]
-        if g.empty:
-            continue
-        v = g.verdict.value_counts()
-        tested = int(len(g) - v.get("not a like-for-like test", 0) - v.get("too few seeds", 0))
-        out.append(f"{labels.get(rule, rule)}: of {_n(len(g), 'cell')} run, {tested} "
-                   f"{'is a like-for-like test' if tested == 1 else 'are like-for-like tests'} with at least "
-                   f"{MIN_SEEDS} seeds; Δ lower in {v.get('reproduced', 0)}, higher in {v.get('contradicted', 0)}, "
-                   f"no change detected in {v.get('not detected', 0)}, and depending on the estimator in "
-                   f"{v.get('depends on the estimator', 0)}"
-                   + (f"; {v.get('not a like-for-like test', 0)} not like-for-like" if v.get(
-                       "not a like-for-like test", 0) else "")
-                   + (f"; {v.get('too few seeds', 0)} with too few seeds so far" if v.get("too few seeds", 0)
-                      else "") + ".")
-    return out
 
 
 def seeds_needed(summaries: list[dict], *, effect_share: float = 0.2, min_seeds: int = 6, max_seeds: int = 16,

@@ -15,14 +15,17 @@ __all__ = ["main", "write_index"]
 
 def write_index(params):
     """Render the claims sections and build the index around them; returns the index's path."""
-    from ..claims_report import claims_first_screen, claims_frame, claims_section, write_claims_csv
+    from ..claims_report import claims_figure, claims_first_screen, claims_frame, claims_section, write_claims_csv
     from ..reporting import build_index
 
     claims_dir, profile = params.resolve("reports/paper/claims"), params.resolve("profiles/claims.yaml")
     frame = claims_frame(claims_dir, profile)  # read and computed once for the three renderings
+    # the index first: it fails (before writing anything) when a run's results are missing
+    first = (claims_first_screen(claims_dir, profile, frame=frame)
+             + claims_figure(frame, params.resolve("reports/figures") / "index"))
+    out = build_index(params, first_screen=first, claims=claims_section(claims_dir, profile, frame=frame))
     write_claims_csv(claims_dir, params.resolve("reports") / "claims_table.csv", profile, frame=frame)
-    return build_index(params, first_screen=claims_first_screen(claims_dir, profile, frame=frame),
-                       claims=claims_section(claims_dir, profile, frame=frame))
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:
