@@ -12,6 +12,7 @@ fairlearn resample by resample.
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 from fairlearn.metrics import (
     MetricFrame,
     equal_opportunity_difference,
@@ -22,7 +23,7 @@ from fairlearn.metrics import (
 )
 from sklearn.metrics import accuracy_score
 
-__all__ = ["group_count_metrics", "outcome_fairness", "paired_difference"]
+__all__ = ["bank_by_group", "bank_fairness", "group_count_metrics", "outcome_fairness", "paired_difference"]
 
 
 def _counts(code: np.ndarray, idx: np.ndarray, n_codes: int) -> np.ndarray:
@@ -116,3 +117,61 @@ def paired_difference(y_true: np.ndarray, pred_a: np.ndarray, pred_b: np.ndarray
     bb = group_count_metrics(y_true, pred_b, g, len(names), binary=binary, idx=idx)
     return {k: [float(pb[k][0] - pa[k][0]), float(np.nanquantile(bb[k] - ba[k], alpha / 2)),
                 float(np.nanquantile(bb[k] - ba[k], 1 - alpha / 2))] for k in pa}
+
+
+def bank_fairness(y_true: np.ndarray, preds_a: np.ndarray, groups: np.ndarray, preds_b: np.ndarray | None = None, *,
+                  n_boot: int = 200, alpha: float = 0.05, random_state: int = 0) -> dict[str, dict[str, float]]:
+    """Every model of a bank, not one: for each between-group difference of :func:`group_count_metrics`, its mean
+    over the M models (``preds_a`` [M, n], the bank's test predictions), the between-model SD and a percentile
+    interval of that mean from one bootstrap over the test records (the same resample for every model; conditional
+    on the trained models). With ``preds_b`` (a second bank [M, n], model j paired with model j: same training
+    records), the same for bank b − bank a, per pair: the mean over pairs of the paired differences, their SD, and
+    the bootstrap interval of the mean difference. Returns {metric: {"mean", "sd", "lo", "hi", "n_models"}}."""
+    y_true, groups = np.asarray(y_true), np.asarray(groups)
+    preds_a = np.atleast_2d(np.asarray(preds_a))
+    if preds_b is not None:
+        preds_b = np.atleast_2d(np.asarray(preds_b))
+        if preds_b.shape != preds_a.shape:
+            raise ValueError(f"paired banks differ in shape: {preds_a.shape} and {preds_b.shape}")
+    names, g = np.unique(groups, return_inverse=True)
+    both = preds_a if preds_b is None else np.r_[preds_a, preds_b]
+    binary = set(np.unique(y_true)) <= {0, 1} and set(np.unique(both)) <= {0, 1}
+    idx = np.random.default_rng(random_state).integers(0, len(y_true), size=(n_boot, len(y_true)))
+
+    def per_model(preds: np.ndarray, resample: np.ndarray | None) -> dict[str, np.ndarray]:
+        """{metric: [M] (point) or [M, B] (bootstrap)}"""
+        out: dict[str, list] = {}
+        for p in preds:
+            for k, v in group_count_metrics(y_true, p, g, len(names), binary=binary, idx=resample).items():
+                out.setdefault(k, []).append(v if resample is not None else v[0])
+        return {k: np.asarray(v) for k, v in out.items()}
+
+    point, boot = per_model(preds_a, None), per_model(preds_a, idx)
+    if preds_b is not None:
+        pb, bb = per_model(preds_b, None), per_model(preds_b, idx)
+        point = {k: pb[k] - point[k] for k in point}
+        boot = {k: bb[k] - boot[k] for k in boot}
+    q = [alpha / 2, 1 - alpha / 2]
+    res = {}
+    for k in point:
+        means = np.nanmean(boot[k], axis=0)  # [B]: the bank mean in each resample
+        res[k] = {"mean": float(np.nanmean(point[k])),
+                  "sd": float(np.nanstd(point[k], ddof=1)) if len(point[k]) > 1 else float("nan"),
+                  "lo": float(np.nanquantile(means, q[0])), "hi": float(np.nanquantile(means, q[1])),
+                  "n_models": int(len(point[k]))}
+    return res
+
+
+def bank_by_group(y_true: np.ndarray, preds: np.ndarray, groups: np.ndarray) -> pd.DataFrame:
+    """Per group, fairlearn's rates (accuracy; for a binary task selection rate, TPR and FPR) averaged over every
+    model of a bank (``preds`` [M, n]); one row per group, with ``n_models``."""
+    y_true, groups = np.asarray(y_true), np.asarray(groups)
+    preds = np.atleast_2d(np.asarray(preds))
+    binary = set(np.unique(y_true)) <= {0, 1} and set(np.unique(preds)) <= {0, 1}
+    metrics = {"accuracy": accuracy_score}
+    if binary:
+        metrics |= {"selection_rate": selection_rate, "tpr": true_positive_rate, "fpr": false_positive_rate}
+    frames = [MetricFrame(metrics=metrics, y_true=y_true, y_pred=p, sensitive_features=groups).by_group for p in preds]
+    out = pd.concat(frames).groupby(level=0, sort=True).mean()
+    out.index.name = "group"
+    return out.reset_index().assign(n_models=len(preds))

@@ -258,13 +258,15 @@ def delta_vs_epsilon(df: pd.DataFrame, *, title: str = "") -> plt.Figure:
                 continue
             g = g[g["epsilon"].notna()]
             err = np.clip([g["delta_pp"] - g["lo"], g["hi"] - g["delta_pp"]], 0, None)
-            dodge = 1.06 ** (present.index(lab) - (len(present) - 1) / 2)  # side by side on the log axis
+            dodge = 1.03 ** (present.index(lab) - (len(present) - 1) / 2)  # side by side on the log axis
             ax.errorbar(g["epsilon"] * dodge, g["delta_pp"], yerr=err, marker="o", capsize=3, color=_color(lab),
                         lw=1.2, ms=4)
         if "null_floor_pp" in sub and sub["null_floor_pp"].notna().any():
             ax.axhline(sub["null_floor_pp"].mean(), color="black", ls=":", lw=1)
         ax.set_xscale("log")
         eps = sorted(sub["epsilon"].dropna().unique())
+        if eps:  # a fixed span (a factor 2 beyond the extreme ε): one ε alone must not zoom the axis onto the dodge
+            ax.set_xlim(eps[0] / 2, eps[-1] * 2)
         ax.set_xticks(eps, [f"{e:g}" for e in eps])
         ax.minorticks_off()
         ax.set_title(s, fontsize=10)
@@ -455,6 +457,13 @@ def risk_vs_epsilon(df: pd.DataFrame, *, source: dict[str, tuple[float, float]] 
     return _tag(fig, settings, palette)
 
 
+def _fill_columns(n_panels: int, n_cols: int) -> int:
+    """At most ``n_cols`` columns, as few empty cells in the last row as possible (6 panels: 3 × 2, not 4 + 2)."""
+    if n_panels <= n_cols:
+        return max(n_panels, 1)
+    return min(range(max(2, n_cols - 1), n_cols + 1), key=lambda c: (-n_panels % c, -c))
+
+
 def _setting_bars(df: pd.DataFrame, x: str, hue: str, y: str, lo: str, hi: str, *, ylabel: str, title: str = "",
                   n_cols: int = 3, w: float = 4.6, h: float = 2.6) -> plt.Figure:
     """Grouped bars of ``y`` per ``x`` and ``hue`` with 95% whiskers, one panel per ``setting``; legend below. A
@@ -469,7 +478,7 @@ def _setting_bars(df: pd.DataFrame, x: str, hue: str, y: str, lo: str, hi: str, 
     palette = {str(v): _color(str(v)) if str(v) in ALGORITHM_COLORS or str(v) in EPSILON_COLORS else None
                for v in hues}
     palette.update({k: c for k, c in _palette([k for k, v in palette.items() if v is None]).items()})
-    n_cols = min(n_cols, max(len(settings), 1))
+    n_cols = _fill_columns(len(settings), n_cols)
     n_rows = int(np.ceil(len(settings) / n_cols))
     fig, axes = _grid(n_rows, n_cols, w=w, h=h)
     for k, s in enumerate(settings):
@@ -478,9 +487,11 @@ def _setting_bars(df: pd.DataFrame, x: str, hue: str, y: str, lo: str, hi: str, 
         _bars(ax, sub, x, hue, y, lo, hi, [v for v in order(x) if v in set(sub[x])],
               [v for v in hues if v in set(sub[hue])], palette=palette)
         ax.set_title(s, fontsize=10)
-        ax.set_ylabel(ylabel if k % n_cols == 0 else "", fontsize=9)
+        if np.allclose(sub[[y, lo, hi]].to_numpy(dtype=float), 0):  # nothing to draw: say why, not a blank panel
+            ax.text(0.5, 0.75, "every value exactly 0", transform=ax.transAxes, ha="center", fontsize=8, color="0.3")
     for k in range(len(settings), n_rows * n_cols):
         axes[k // n_cols, k % n_cols].set_axis_off()
+    fig.supylabel(ylabel, fontsize=9)  # once for the figure: per-row labels overlap on short panels
     if title:
         fig.suptitle(title)
     _legend_below(fig, [str(v) for v in hues], palette=palette)

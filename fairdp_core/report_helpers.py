@@ -16,7 +16,7 @@ import pandas as pd
 
 from .atomic import write_text
 
-__all__ = ["COLUMN_LABELS", "eps_panels", "fill_parameters", "flat_scalars", "frames", "shower", "tabler",
+__all__ = ["COLUMN_LABELS", "eps_panels", "fill_parameters", "findings", "flat_scalars", "frames", "shower", "tabler",
            "write_metrics"]
 
 _TABLE_IDS = itertools.count()
@@ -175,3 +175,33 @@ def write_metrics(path: str | os.PathLike, metrics: Mapping) -> None:
     """Write a metrics file atomically: a flat dict of scalars, keys sorted, rounded to 6 significant digits."""
     flat = {k: (float(f"{v:.6g}") if isinstance(v, float) else v) for k, v in sorted(flat_scalars(metrics).items())}
     write_text(path, json.dumps(flat, indent=1) + "\n")
+
+
+FINDINGS_STYLE = ("background:#f5f8fc;border:1px solid #c9d8ea;border-radius:6px;padding:0.5em 1em;margin:0.8em 0;"
+                  "font-size:1.05em")
+
+
+def findings(sentences: list[str], numbers: Mapping[str, float | int]) -> dict[str, float | int]:
+    """Show a page's answer: 2–4 sentences whose ``{name:spec}`` fields are filled from ``numbers`` (``**bold**``
+    allowed), in the findings box that the report moves to the top of its page (a cell tagged ``findings``). Each
+    number is written as ``<span data-key="name">``, and the returned ``{"findings.<name>": value}`` go into the
+    page's metrics file, so that a test reads every number back from the page and compares it with the file."""
+    import html
+    import re
+    import string
+
+    from IPython.display import HTML, display
+
+    if not 2 <= len(sentences) <= 4:
+        raise ValueError(f"findings: {len(sentences)} sentences; a page answers in 2 to 4")
+    out = []
+    for sentence in sentences:
+        parts = []
+        for literal, field, spec, _ in string.Formatter().parse(sentence):
+            parts.append(html.escape(literal, quote=False))
+            if field is not None:
+                parts.append(f'<span class="n" data-key="{field}">{format(numbers[field], spec or "")}</span>')
+        out.append(re.sub(r"\*\*(.+?)\*\*", r"<b>\1</b>", "".join(parts)))
+    display(HTML(f'<div class="findings" id="findings" data-sentences="{len(out)}" style="{FINDINGS_STYLE}">'
+                 "<b>Findings.</b> " + " ".join(out) + "</div>"))
+    return {f"findings.{k}": (v.item() if hasattr(v, "item") else v) for k, v in numbers.items()}

@@ -114,10 +114,15 @@ def read_notebook(path: Path):
     return nb
 
 
+# The reports that render their code cells (a worked example to copy); the others show their outputs only
+SHOW_CODE = ("quickstart",)
+
+
 def run_notebook(params: Params, name: str) -> Path:
     """Execute notebooks/<name>.py (a jupytext percent script) with papermill (explicit kernel, execution timeout,
     parameters checked against the notebook's ``parameters`` cell both ways) and render reports/<name>.html with
-    code hidden. Stderr output (warnings) goes to this process's stderr, never into the report."""
+    code hidden (except :data:`SHOW_CODE`'s). Stderr output (warnings) goes to this process's stderr, never into
+    the report."""
     import sys
 
     import nbformat
@@ -158,13 +163,31 @@ def run_notebook(params: Params, name: str) -> Path:
         if "outputs" in cell:
             cell["outputs"] = kept
     nb.metadata.pop("papermill", None)
-    exporter = HTMLExporter(exclude_input=True, exclude_input_prompt=True, exclude_output_prompt=True)
+    _findings_first(nb)
+    exporter = HTMLExporter(exclude_input=name not in SHOW_CODE, exclude_input_prompt=True, exclude_output_prompt=True)
+    if name in SHOW_CODE:  # its code is the example; the pipeline's plumbing cells are tagged hide-input
+        from nbconvert.preprocessors import TagRemovePreprocessor
+
+        exporter.register_preprocessor(TagRemovePreprocessor(remove_input_tags=("hide-input",),
+                                                             remove_cell_tags=("parameters", "injected-parameters")),
+                                       enabled=True)
     body, _ = exporter.from_notebook_node(nb)
     body = body.replace("</body>", f'<p style="color:#666;font-size:0.85em;margin:2em">{provenance(params)}</p>\n'
                         "</body>", 1)
     out = params.resolve("reports") / f"{name}.html"
     _atomic_write(out, body)
     return out
+
+
+def _findings_first(nb) -> None:
+    """Move the cells tagged ``findings`` (computed last, from everything above them) to just after the page's title
+    cell: every page opens with its question (the title) and its answer."""
+    tagged = [c for c in nb.cells if "findings" in c.metadata.get("tags", [])]
+    if not tagged:
+        return
+    rest = [c for c in nb.cells if not any(c is t for t in tagged)]
+    title = next((i for i, c in enumerate(rest) if c.cell_type == "markdown" and c.source.lstrip().startswith("# ")), -1)
+    nb.cells = rest[:title + 1] + tagged + rest[title + 1:]
 
 
 def provenance(params: Params) -> str:
@@ -571,8 +594,8 @@ def _outcome_line(params: Params) -> str:
            f"{100 * drop['dpsgd']:.1f}% to {100 * drop['dpsgd_s']:.1f}%")
     return (f"<p><b>Outcome fairness</b> (not a claim of the paper; the largest effect measured here): on {where}, "
             f"DP-SGD-S changes the equal-opportunity gap by {100 * rows[key]:+.1f} pp "
-            f"[{100 * lo:+.1f}, {100 * hi:+.1f}] against DP-SGD (seed-0 models, paired bootstrap over test "
-            f"records){tpr}. See <a href='outcome_fairness.html'>outcome fairness</a>.</p>")
+            f"[{100 * lo:+.1f}, {100 * hi:+.1f}] against DP-SGD (mean over every pair of models of the two banks, "
+            f"paired bootstrap over test records){tpr}. See <a href='outcome_fairness.html'>outcome fairness</a>.</p>")
 
 
 def _findings_box(params: Params, evidence: list[dict], df: pd.DataFrame, agg: pd.DataFrame, *,

@@ -70,13 +70,15 @@ gpr["gpr_pp"] = 100 * gpr["gpr"]
 gpr["lo_pp"] = gpr["gpr_pp"] - 196 * np.sqrt(gpr["se2"])
 gpr["hi_pp"] = gpr["gpr_pp"] + 196 * np.sqrt(gpr["se2"])
 panels = rh.eps_panels(gpr)  # the grid's ε per dataset (a sweep's DP-SGD baseline alone is no panel)
+# the figures draw SGD, DP-SGD and DP-SGD-S (three bars per group stay readable); every rule is in the table below
+panels = panels[panels.label.isin([results.ALGORITHM_LABELS[a] for a in ("sgd", "dpsgd", "dpsgd_s")])]
 tabular = panels[panels.model == "lr"]
 images = panels[panels.model != "lr"]
 if len(tabular):
     show(plots.gpr_grid(tabular), "gpr_tabular",
          "GPR per group (pp, 95% interval), tabular datasets with logistic regression: one panel per dataset × ε "
-         "(a dataset's two ε side by side); SGD (no DP) repeated at each ε. A GPR below 0 whose interval covers 0 "
-         "is consistent with no leakage.")
+         "(a dataset's two ε side by side); SGD (no DP) repeated at each ε; DP-SGD-S's variants and rivals are in the "
+         "table below. A GPR below 0 whose interval covers 0 is consistent with no leakage.")
 if len(images):
     show(plots.gpr_grid(images), "gpr_images",
          "GPR per group (pp, 95% interval), image datasets (MNIST: groups are digits"
@@ -197,7 +199,7 @@ else:
     display(Markdown("Fewer than two seeds per setting in this profile: no paired comparison over seeds."))
 
 # %% [markdown]
-# ## Findings
+# ## Findings in detail
 
 # %%
 lines = []
@@ -228,7 +230,25 @@ if len(level):
                  "over the table's rows; the interval's coverage, and the absence of leveling between identical "
                  "algorithms, are checked in reports/coverage/leveling_coverage.md).")
 display(Markdown("\n".join(lines) if lines else "No DP configuration in this profile."))
-rh.write_metrics(metrics_path, {
+
+# %% tags=["findings"]
+# the page's answer, shown first (reporting moves this cell under the title)
+dp = agg[agg.algorithm != "sgd"]
+both = dp[dp.algorithm.isin(["dpsgd", "dpsgd_s"])].pivot_table(index=["setting", "eps_label"], columns="algorithm",
+                                                               values="delta_pp").dropna()
+both = both if {"dpsgd", "dpsgd_s"} <= set(both.columns) else both.iloc[0:0].assign(dpsgd=[], dpsgd_s=[])
+risk = level[(level.seed == level.seed.min()) & (level.role == "riskiest")] if len(level) else level
+found = rh.findings(
+    ["Δ's 95% interval excludes 0 in **{excl} of {n_dp}** DP configurations of this profile: elsewhere its audit "
+     "cannot tell the groups' risks apart.",
+     "DP-SGD-S's Δ is below DP-SGD's in {lower} of {pairs} settings (point estimates; the paired test over seeds is "
+     "in the tables below).",
+     "The group riskiest under DP-SGD got safer under DP-SGD-S in {safer} of {risk_n} settings and riskier in "
+     "{riskier} (Holm-adjusted)."],
+    {"excl": int((dp.delta_lo > 0).sum()), "n_dp": len(dp), "lower": int((both["dpsgd_s"] < both["dpsgd"]).sum()),
+     "pairs": len(both), "safer": int((risk.verdict == "safer").sum()) if len(risk) else 0, "risk_n": len(risk),
+     "riskier": int((risk.verdict == "riskier").sum()) if len(risk) else 0})
+rh.write_metrics(metrics_path, {**found,
     "leveling": {f"{r.key}.{r.group}": {"change": r.change, "lo": r.lo, "hi": r.hi, "p_holm": r.p_holm}
                  for r in level.itertuples()} if len(level) else {},
     "paired_seeds": {r.key: {"mean_diff": r.mean_diff, "lo": r.lo, "hi": r.hi,

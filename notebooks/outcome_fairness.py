@@ -15,14 +15,14 @@
 #
 # [← the index: findings and main table](index.html)
 #
-# For each configuration, the first model of its bank (seed 0; trained on the non-audit records and half of the
-# audit set) is evaluated on the held-out test set through fairlearn's MetricFrame: the between-group differences
-# (max − min over groups, pp) of accuracy (accuracy parity), selection rate (demographic parity), TPR (equal
-# opportunity) and max(TPR, FPR) (equalized odds), with percentile bootstrap 95% intervals over test records
-# (conditional on the trained model; not among the coverage-checked intervals). The index's main table gives
-# each configuration's test accuracy (mean of its bank's models) with its SD over seeds. **MNIST**: the groups are the digits, i.e. the labels, so
-# selection rate, TPR and FPR per group are not defined; its measure is accuracy parity, the spread of per-digit
-# recall.
+# For each configuration, **every model of its bank** (2R models per seed, every seed; each trained on the non-audit
+# records and half of the audit set) is evaluated on the held-out test set with fairlearn's definitions: the
+# between-group differences (max − min over groups, pp) of accuracy (accuracy parity), selection rate (demographic
+# parity), TPR (equal opportunity) and max(TPR gap, FPR gap) (equalized odds). Each is the mean over the bank's
+# models, with the between-model SD and a percentile bootstrap 95% interval over test records (conditional on the
+# trained models; not among the coverage-checked intervals). DP-SGD-S is compared with DP-SGD model by model (model j
+# of each bank trains on the same records). **MNIST**: the groups are the digits, i.e. the labels, so selection rate,
+# TPR and FPR per group are not defined; its measure is accuracy parity, the spread of per-digit recall.
 
 # %% tags=["parameters"]
 # papermill sets these; left as None (e.g. run top to bottom in JupyterLab from notebooks/), they are
@@ -56,42 +56,41 @@ summaries, runs_df, groups_df = rh.frames(results_dir, runs)
 
 # %%
 from fairdp_core.data.base import load
-from fairdp_core.fairness import outcome_fairness, paired_difference
+from fairdp_core.fairness import bank_by_group, bank_fairness
 
-METRICS = {"accuracy_parity": ("accuracy parity", "accuracy_parity", "accuracy_parity_ci"),
-           "demographic_parity": ("demographic parity", "demographic_parity_difference", "demographic_parity_ci"),
-           "equal_opportunity": ("equal opportunity", "equal_opportunity_difference", "equal_opportunity_ci"),
-           "equalized_odds": ("equalized odds", "equalized_odds_difference", "equalized_odds_ci")}
-rows, by_group, preds = [], [], {}
+METRICS = {"accuracy": "accuracy parity", "selection_rate": "demographic parity",
+           "equal_opportunity": "equal opportunity", "equalized_odds": "equalized odds"}
+configs: dict[tuple, dict[int, str]] = {}  # (dataset, model, epsilon, algorithm) -> {seed: run}
 for name, r in runs.items():
-    if r["tau"] is not None or r["seed"] != 0:
-        continue
-    data = load(Path(prepared_dir) / r["dataset"])
-    pred = results.signals(train_dir, name)["test_pred"][0]
+    if r["tau"] is None:
+        configs.setdefault((r["dataset"], r["model"], r["epsilon"], r["algorithm"]), {})[r["seed"]] = name
+datasets, banks = {}, {}
+rows, by_group = [], []
+for (ds, mo, eps, alg), seeds in configs.items():
+    data = datasets.setdefault(ds, load(Path(prepared_dir) / ds))
+    banks[(ds, mo, eps, alg)] = {s: results.signals(train_dir, n)["test_pred"] for s, n in sorted(seeds.items())}
+    preds = np.concatenate(list(banks[(ds, mo, eps, alg)].values()))  # [2R × seeds, n_test]
     names = np.asarray(data.group_names)[data.test.group]
-    preds[name] = (data.test.y, pred, names)
-    f = outcome_fairness(data.test.y, pred, names, n_boot=n_boot, alpha=alpha, random_state=seed)
-    base = {"run": name, "dataset": r["dataset"], "model": r["model"], "epsilon": r["epsilon"],
-            "algorithm": r["algorithm"], "label": results.ALGORITHM_LABELS[r["algorithm"]],
-            "setting": results.setting_label(r["dataset"], r["model"])}
-    for metric, point, ci in METRICS.values():
-        if point in f:
-            rows.append({**base, "metric": metric, "value_pp": 100 * f[point], "lo_pp": 100 * f[ci][0],
-                         "hi_pp": 100 * f[ci][1]})
-    bg = f["by_group"].copy()
-    for k, v in base.items():
-        bg[k] = v
-    by_group.append(bg)
+    base = {"dataset": ds, "model": mo, "epsilon": eps, "algorithm": alg, "label": results.ALGORITHM_LABELS[alg],
+            "setting": results.setting_label(ds, mo), "n_models": len(preds), "n_seeds": len(seeds)}
+    for k, v in bank_fairness(data.test.y, preds, names, n_boot=n_boot, alpha=alpha, random_state=seed).items():
+        rows.append({**base, "metric": METRICS[k], "value_pp": 100 * v["mean"], "sd_pp": 100 * v["sd"],
+                     "lo_pp": 100 * v["lo"], "hi_pp": 100 * v["hi"]})
+    by_group.append(bank_by_group(data.test.y, preds, names).assign(**base))
 fair = pd.DataFrame(rows)
+n_models = f"{fair.n_models.min()}–{fair.n_models.max()}" if fair.n_models.nunique() > 1 else f"{fair.n_models.iloc[0]}"
 wide = fair.assign(eps_label=fair["epsilon"].map(results.eps_label)).pivot_table(
     index=["setting", "eps_label", "label"], columns="metric", values="value_pp", sort=False).reset_index()
-wide = wide[["setting", "eps_label", "label"] + [m for m, *_ in METRICS.values() if m in wide]]
-table(wide.rename(columns={"label": "algorithm", **{m: f"{m} (pp)" for m, *_ in METRICS.values()}}),
-      "Between-group differences (pp) on the test set, seed 0. MNIST: accuracy parity only (its groups are its "
-      "labels); a dash: the metric does not apply", rows=60, csv="fairness_summary")
+wide = wide[["setting", "eps_label", "label"] + [m for m in METRICS.values() if m in wide]]
+table(wide.rename(columns={"label": "algorithm", **{m: f"{m} (pp)" for m in METRICS.values()}}),
+      f"Between-group differences (pp) on the test set, mean over every model of each bank ({n_models} models). "
+      "MNIST: accuracy parity only (its groups are its labels); a dash: the metric does not apply", rows=60,
+      csv="fairness_summary")
 table(fair.assign(eps_label=fair["epsilon"].map(results.eps_label))[
-    ["setting", "eps_label", "label", "metric", "value_pp", "lo_pp", "hi_pp"]].rename(columns={"label": "algorithm"}),
-    "Every metric with its bootstrap 95% interval (pp)", csv="fairness_intervals")
+    ["setting", "eps_label", "label", "metric", "n_models", "value_pp", "sd_pp", "lo_pp", "hi_pp"]].rename(
+    columns={"label": "algorithm", "sd_pp": "SD over models (pp)"}),
+    "Every metric: mean over the bank's models, the between-model SD, and the bootstrap 95% interval of the mean over "
+    "test records (pp)", csv="fairness_intervals")
 
 # %% [markdown]
 # ## By setting
@@ -111,29 +110,29 @@ if len(panels):
 
 # %%
 diff_rows = []
-for name, (y, pa, names) in preds.items():
-    r = runs[name]
-    if r["algorithm"] != "dpsgd":
+for (ds, mo, eps, alg), bank in banks.items():
+    other = banks.get((ds, mo, eps, "dpsgd_s"))
+    if alg != "dpsgd" or other is None:
         continue
-    other = name.replace("-dpsgd-", "-dpsgd_s-")
-    if other not in preds:
-        continue
-    d = paired_difference(y, pa, preds[other][1], names, n_boot=n_boot, alpha=alpha, random_state=seed)
-    for key, (metric, *_) in METRICS.items():
-        k = {"accuracy_parity": "accuracy", "demographic_parity": "selection_rate"}.get(key, key)
-        if k in d:
-            v, lo, hi = (100 * x for x in d[k])
-            diff_rows.append({"key": f"{r['dataset']}-{r['model']}-e{r['epsilon']:g}",
-                              "setting": results.setting_label(r["dataset"], r["model"]),
-                              "eps_label": results.eps_label(r["epsilon"]), "metric": metric, "change_pp": v,
-                              "lo_pp": lo, "hi_pp": hi,
-                              "verdict": "DP-SGD-S less fair (seed-0 models)" if lo > 0 else
-                              "DP-SGD-S fairer (seed-0 models)" if hi < 0 else "no clear change"})
+    common = sorted(set(bank) & set(other))  # the seeds both ran: model j of each bank trains on the same records
+    data = datasets[ds]
+    names = np.asarray(data.group_names)[data.test.group]
+    d = bank_fairness(data.test.y, np.concatenate([bank[s] for s in common]), names,
+                      np.concatenate([other[s] for s in common]), n_boot=n_boot, alpha=alpha, random_state=seed)
+    for k, v in d.items():
+        lo, hi = 100 * v["lo"], 100 * v["hi"]
+        diff_rows.append({"key": f"{ds}-{mo}-e{eps:g}", "setting": results.setting_label(ds, mo),
+                          "eps_label": results.eps_label(eps), "metric": METRICS[k], "pairs": v["n_models"],
+                          "change_pp": 100 * v["mean"], "sd_pp": 100 * v["sd"], "lo_pp": lo, "hi_pp": hi,
+                          "verdict": "DP-SGD-S less fair" if lo > 0 else "DP-SGD-S fairer" if hi < 0
+                          else "no clear change"})
 diffs = pd.DataFrame(diff_rows)
 if len(diffs):
-    table(diffs.drop(columns="key"), "DP-SGD-S − DP-SGD per metric (pp) with the paired bootstrap 95% interval over "
-          "test records (seed 0). Equalized odds = max(TPR gap, FPR gap): where it equals equal opportunity, the TPR "
-          "gap dominates", csv="fairness_dpsgd_s_vs_dpsgd")
+    table(diffs.drop(columns="key").rename(columns={"sd_pp": "SD over pairs (pp)"}),
+          "DP-SGD-S − DP-SGD per metric (pp): the mean over every pair of models (model j of each bank, same training "
+          "records), the SD over pairs, and the paired bootstrap 95% interval over test records. Equalized odds = "
+          "max(TPR gap, FPR gap): where it equals equal opportunity, the TPR gap dominates",
+          csv="fairness_dpsgd_s_vs_dpsgd")
 
 # %% [markdown]
 # ## Per-group rates
@@ -147,11 +146,12 @@ for c in cols:
 table(bg_show[["setting", "eps_label", "label", "group"] + cols].rename(
     columns={"label": "algorithm", "accuracy": "accuracy (%)", "selection_rate": "selection rate (%)",
              "tpr": "TPR (%)", "fpr": "FPR (%)"}),
-      "Per-group test accuracy, selection rate, TPR and FPR (%), seed 0 (a dash: not defined for MNIST)",
+      "Per-group test accuracy, selection rate, TPR and FPR (%), mean over every model of the bank (a dash: not "
+      "defined for MNIST)",
       csv="fairness_by_group")
 
 # %% [markdown]
-# ## Findings
+# ## Findings in detail
 
 # %%
 lines = []
@@ -190,12 +190,38 @@ if "tpr" in bg_all:  # where equal opportunity got worse: whose true-positive ra
             if drop[k] < -0.10:
                 lines.append(f"- {results.setting_label(ds, mo)} {results.eps_label(eps)}: under DP-SGD-S the "
                              f"true-positive rate of group **{k}** falls from {100 * w.loc[k, 'dpsgd']:.1f}% to "
-                             f"{100 * w.loc[k, 'dpsgd_s']:.1f}% (seed-0 models): DP-SGD-S's group clipping bounds "
+                             f"{100 * w.loc[k, 'dpsgd_s']:.1f}% (mean over the banks' models): DP-SGD-S's group clipping bounds "
                              "come with an outcome cost for that group.")
 lines.append("- MNIST's groups are its labels: only accuracy parity (per-digit recall spread) applies there.")
 display(Markdown("\n".join(lines)))
-rh.write_metrics(metrics_path, {
-    **{f"{r.run}.{r.metric.replace(' ', '_')}": r.value_pp / 100 for r in fair.itertuples()},
+
+# %% tags=["findings"]
+# the page's answer, shown first (reporting moves this cell under the title)
+metric = "equal opportunity" if len(diffs) and (diffs.metric == "equal opportunity").any() else "accuracy parity"
+d = diffs[diffs.metric == metric] if len(diffs) else diffs
+eo = fair[(fair.metric == "equalized odds") & fair.epsilon.notna()]
+sgd = fair[(fair.metric == "equalized odds") & fair.epsilon.isna()].set_index("setting")["value_pp"]
+above = eo[eo.apply(lambda r: r.setting in sgd and r.lo_pp > sgd[r.setting], axis=1)] if len(eo) else eo
+if len(d):
+    top = d.loc[d.change_pp.abs().idxmax()]
+    found = rh.findings([
+        f"Averaged over every model of each bank ({n_models} models), DP-SGD-S is **less fair** than DP-SGD on {metric} "
+        "in **{worse} of {settings}** settings and fairer in {better} (paired bootstrap 95% intervals over test "
+        "records).",
+        f"The largest change is on {top.setting}, {top.eps_label}: " + "{top:+.1f} pp [{top_lo:+.1f}, {top_hi:+.1f}], "
+        "with an SD of {top_sd:.1f} pp between pairs of models.",
+        "Against SGD, {above} of {dp_banks} DP banks have an equalized-odds gap whose interval lies above SGD's."],
+        {"worse": int((d.verdict == "DP-SGD-S less fair").sum()), "settings": len(d),
+         "better": int((d.verdict == "DP-SGD-S fairer").sum()), "top": float(top.change_pp),
+         "top_lo": float(top.lo_pp), "top_hi": float(top.hi_pp), "top_sd": float(top.sd_pp),
+         "above": len(above), "dp_banks": len(eo)})
+else:
+    found = rh.findings(["No setting of this profile runs both DP-SGD and DP-SGD-S, so none compares them.",
+                         "Against SGD, {above} of {dp_banks} DP banks have an equalized-odds gap whose interval lies "
+                         "above SGD's."], {"above": len(above), "dp_banks": len(eo)})
+rh.write_metrics(metrics_path, {**found,
+    **{f"{r.dataset}-{r.model}-{r.algorithm}" + ("" if pd.isna(r.epsilon) else f"-e{r.epsilon:g}")
+       + f".{r.metric.replace(' ', '_')}": r.value_pp / 100 for r in fair.itertuples()},
     "dpsgd_s_vs_dpsgd": {f"{r.key}.{r.metric.replace(' ', '_')}": {"change": r.change_pp / 100, "lo": r.lo_pp / 100,
                                                                   "hi": r.hi_pp / 100} for r in diffs.itertuples()},
     "tpr_drop": tpr_drop})

@@ -309,11 +309,12 @@ if profile != "paper" and stored is not None and (stored / "synth").is_dir():
               csv="paper_audit_paired", rows=10)
     display(Markdown("**Paper profile, the route's group privacy in words:**\n\n" + route_words(p_aud, p_paired)))
     po = p_over[p_over.epsilon.notna()]
-    words = []
+    words, dpdsyn_leads = [], 0
     for d in po.dataset.unique():
         for e in sorted(po[po.dataset == d].epsilon.unique()):
             cell = po[(po.dataset == d) & (po.epsilon == e)].set_index("label")["accuracy_pct"]
             lead = cell.idxmax()
+            dpdsyn_leads += lead == "DPDSyn"
             words.append(f"{d} at ε = {e:g}: {lead} leads ({cell[lead]:.1f}%), DPDSyn {cell.get('DPDSyn', float('nan')):.1f}%")
     dec = p_cv[decided]
     display(Markdown(
@@ -324,7 +325,10 @@ if profile != "paper" and stored is not None and (stored / "synth").is_dir():
             for r in dec.itertuples()) + ". " if len(dec) else "no comparison decided. ")
         + "The leader of each cell, as measured (contradicting the claims where it is not DPDSyn): "
         + "; ".join(words) + "."))
+    stored_counts = {"p_decided": int(decided.sum()), "p_total": len(p_cv), "p_lead": int(dpdsyn_leads),
+                     "p_cells": len(words)}
 else:
+    stored_counts = {}
     display(Markdown("No stored paper-profile run next to this one (or this is the paper profile itself)."))
 
 # %%
@@ -333,4 +337,19 @@ metrics = {"utility": {f"{r.dataset}.{r.method}.{'none' if pd.isna(r.epsilon) el
                        for r in overall.itertuples()},
            "audit": {f"{r.dataset}.{r.arm}.{r.epsilon:g}": {"delta_pp": r.delta_pp, "accuracy_pct": r.accuracy_pct}
                      for r in aud.itertuples()}}
-rh.write_metrics(metrics_path, metrics)
+
+# %% tags=["findings"]
+# the page's answer, shown first (reporting moves this cell under the title)
+numbers = {"decided": int((~cv.verdict.str.startswith("inconclusive")).sum()) if len(cv) and n_seeds >= 2 else 0,
+           "total": len(cv), "seeds": int(n_seeds)}
+sentences = ["This profile's own run ({seeds} seed(s), one ε) decides {decided} of the {total} claim comparisons: "
+             "with so few seeds the intervals are wide or missing."]
+if stored_counts:
+    sentences.insert(0, "In the stored paper-profile run (4 values of ε, 3 seeds), DPDSyn has the best accuracy in "
+                     "**{p_lead} of {p_cells}** dataset × ε cells, and {p_decided} of {p_total} claim comparisons are "
+                     "decided (Bonferroni-simultaneous intervals).")
+    numbers |= stored_counts
+else:
+    sentences.append("No stored paper-profile run is beside this one to decide the claims.")
+found = rh.findings(sentences, numbers)
+rh.write_metrics(metrics_path, {**found, **metrics})

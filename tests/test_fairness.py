@@ -12,7 +12,7 @@ from fairlearn.metrics import (
 )
 from sklearn.metrics import accuracy_score
 
-from fairdp_core.fairness import group_count_metrics, outcome_fairness, paired_difference
+from fairdp_core.fairness import bank_fairness, group_count_metrics, outcome_fairness, paired_difference
 
 
 def _data(seed, n=3000, K=3):
@@ -71,3 +71,29 @@ def test_paired_difference_points_and_sign():
     assert d["accuracy"][2] < 0  # pred's group accuracies span 0.70–0.80; fair's do not
     same = paired_difference(y, pred, pred, g, n_boot=50)
     assert all(v == [0.0, 0.0, 0.0] for v in same.values())
+
+
+def test_bank_fairness_averages_every_model_not_the_first():
+    """A bank whose models differ: the mean is over every model (fairlearn model by model, averaged by hand), the SD
+    is the between-model one, and the paired bank difference is the mean of the per-pair differences; a bank's first
+    model alone would give another answer. The bootstrap interval holds the mean."""
+    y, _, g = _data(6, n=4000)
+    rng = np.random.default_rng(7)
+    # model j: group 2's records correct with probability 0.6 + 0.05 j, others 0.8: the gap grows with j
+    bank = np.stack([np.where(rng.random(len(y)) < np.where(g == 2, 0.6 + 0.05 * j, 0.8), y, 1 - y) for j in range(6)])
+    res = bank_fairness(y, bank, g, n_boot=200)
+    by_hand = [MetricFrame(metrics=accuracy_score, y_true=y, y_pred=p, sensitive_features=g).difference() for p in bank]
+    assert res["accuracy"]["mean"] == pytest.approx(np.mean(by_hand))
+    assert res["accuracy"]["sd"] == pytest.approx(np.std(by_hand, ddof=1))
+    assert res["accuracy"]["n_models"] == 6
+    assert abs(res["accuracy"]["mean"] - by_hand[0]) > 0.05  # the first model is not the bank
+    assert res["accuracy"]["lo"] <= res["accuracy"]["mean"] <= res["accuracy"]["hi"]
+    fair = np.stack([np.where(rng.random(len(y)) < 0.8, y, 1 - y) for _ in range(6)])
+    d = bank_fairness(y, bank, g, fair, n_boot=200)
+    pairs = [MetricFrame(metrics=accuracy_score, y_true=y, y_pred=b, sensitive_features=g).difference() - a
+             for a, b in zip(by_hand, fair)]
+    assert d["accuracy"]["mean"] == pytest.approx(np.mean(pairs))
+    assert d["accuracy"]["sd"] == pytest.approx(np.std(pairs, ddof=1))
+    assert d["accuracy"]["hi"] < 0  # the fair bank is fairer, and the interval says so
+    with pytest.raises(ValueError, match="differ in shape"):
+        bank_fairness(y, bank, g, fair[:3])

@@ -92,6 +92,70 @@ def test_the_index_answers_in_a_short_first_screen(chromium):
         assert needed in first, needed
 
 
+def _findings_box(page: str) -> tuple[int, str] | None:
+    import re
+
+    m = re.search(r'<div class="findings" id="findings" data-sentences="(\d+)"[^>]*>(.*?)</div>', page, re.S)
+    return None if m is None else (int(m.group(1)), m.group(2))
+
+
+def test_findings_fill_numbers_into_spans_and_return_them_for_the_metrics_file(capsys):
+    from IPython.core.interactiveshell import InteractiveShell  # noqa: F401  (display() needs IPython)
+
+    from fairdp_core import report_helpers as rh
+
+    got = rh.findings(["Δ is **{d:.2f} pp** in {k} of {n} cases.", "Below <this> & {x:+.1f}."],
+                      {"d": 1.234, "k": np.int64(3), "n": 7, "x": -0.25})
+    assert got == {"findings.d": 1.234, "findings.k": 3, "findings.n": 7, "findings.x": -0.25}
+    assert type(got["findings.k"]) is int  # numpy scalars become plain numbers for the JSON metrics file
+    with pytest.raises(ValueError, match="2 to 4"):
+        rh.findings(["one sentence only"], {})
+    with pytest.raises(KeyError):
+        rh.findings(["a {missing} number.", "b."], {})
+
+
+def test_findings_move_under_the_title():
+    import nbformat
+
+    from fairdp_core.reporting import _findings_first
+
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("params = 1", metadata={"tags": ["parameters"]}),
+                                         nbformat.v4.new_markdown_cell("# The question?"),
+                                         nbformat.v4.new_code_cell("evidence"),
+                                         nbformat.v4.new_code_cell("answer", metadata={"tags": ["findings"]}),
+                                         nbformat.v4.new_code_cell("answer", metadata={})])  # same source, untagged
+    _findings_first(nb)
+    assert [c.source for c in nb.cells] == ["params = 1", "# The question?", "answer", "evidence", "answer"]
+    assert nb.cells[2].metadata["tags"] == ["findings"]
+
+
+def test_every_page_opens_with_findings_whose_numbers_match_its_metrics_file():
+    """Each committed report: a findings box of 2–4 sentences right under its title (before any section), holding
+    at least two numbers, each of them (a span named by its key) equal, at the precision shown, to the
+    ``findings.<key>`` value of the report's metrics file, and every findings value of the file shown."""
+    import re
+
+    root = Path(__file__).resolve().parents[1] / "reports"
+    pages = sorted(p for p in root.glob("*.html") if p.stem != "index")
+    assert len(pages) == 7
+    for page in pages:
+        text = page.read_text()
+        box = _findings_box(text)
+        assert box is not None, f"{page.name}: no findings box"
+        n_sentences, inner = box
+        assert 2 <= n_sentences <= 4, page.name
+        assert text.index('id="findings"') < text.index("<h2"), f"{page.name}: findings not above the first section"
+        metrics = json.loads((root / "metrics" / f"{page.stem}.json").read_text())
+        expected = {k.removeprefix("findings."): v for k, v in metrics.items() if k.startswith("findings.")}
+        shown = dict(re.findall(r'<span class="n" data-key="([^"]+)">([^<]*)</span>', inner))
+        assert len(shown) >= 2 and set(shown) == set(expected), (page.name, set(shown) ^ set(expected))
+        for key, txt in shown.items():
+            value = float(txt.replace(",", "").replace("+", "").replace("−", "-"))
+            decimals = len(txt.split(".")[1]) if "." in txt else 0
+            assert abs(value - float(expected[key])) <= 0.5 * 10 ** -decimals + 1e-9, (page.name, key, txt,
+                                                                                         expected[key])
+
+
 def test_every_committed_page_names_the_commit_and_the_versions_that_built_it():
     """Each page's provenance line (fairdp_core.reporting.provenance): profile, commit and the versions of torch,
     opacus, numpy and fairdp."""
