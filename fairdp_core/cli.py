@@ -368,6 +368,47 @@ def _cmd_audit_custom(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_audit_one(args: argparse.Namespace) -> int:
+    import json
+
+    import numpy as np
+    import pandas as pd
+
+    from .atomic import check_output_dir, write_managed_dir
+    from .audit.one import audit_one
+
+    check_output_dir(args.out, force=args.force, protect=(args.scores,))  # before any work
+    df = pd.read_csv(args.scores, sep=None, engine="python")
+    score_col = args.score or args.loss
+    missing = [c for c in (score_col, args.member, args.group) if c not in df.columns]
+    if missing:
+        raise KeyError(f"{args.scores}: no column {', '.join(map(repr, missing))} (it has {', '.join(df.columns)})")
+    member = df[args.member]
+    if not set(member.unique()) <= {0, 1}:
+        raise ValueError(f"{args.scores}: column {args.member!r} must be 0/1 (1: a training record of the model)")
+    scores = df[score_col].to_numpy(float) * (1.0 if args.score else -1.0)  # a loss: lower means member
+    m = member.astype(bool).to_numpy()
+    res = audit_one(scores[m], scores[~m], df[args.group].astype(str).to_numpy()[m],
+                    df[args.group].astype(str).to_numpy()[~m], alpha=args.alpha, n_null=args.n_null,
+                    min_per_group=args.min_per_group, seed=args.seed)
+
+    def write(tmp: Path) -> None:
+        (tmp / "groups.csv").write_text(res.groups.to_csv(index=False, float_format="%.6g"))
+        (tmp / "contrasts.csv").write_text(res.contrasts.to_csv(index=False, float_format="%.6g"))
+        (tmp / "summary.json").write_text(json.dumps({
+            "delta_pp": res.delta_pp, "delta_lo": res.delta_lo, "delta_hi": res.delta_hi,
+            "null_floor_pp": res.null_floor_pp, "alpha": res.alpha, "n_members": int(m.sum()),
+            "n_nonmembers": int((~m).sum()), "score": score_col, "scores_file": Path(args.scores).name}, indent=1) + "\n")
+
+    out = write_managed_dir(args.out, write, force=args.force, protect=(args.scores,))
+    for line in res.answer():
+        print(line)
+    cols = ["group", "n_members", "n_nonmembers", "advantage_pp", "lo_pp", "hi_pp", "tpr_at_0.01_fpr"]
+    print(res.groups[cols].to_string(index=False, float_format=lambda v: "n/a" if np.isnan(v) else f"{v:.2f}"))
+    print(f"fairdp audit-one: wrote {out}/ (groups.csv, contrasts.csv, summary.json)")
+    return 0
+
+
 def _cmd_tune_clip(args: argparse.Namespace) -> int:
     import json
 
@@ -590,6 +631,24 @@ def build_parser() -> argparse.ArgumentParser:
     ac.add_argument("--seed", type=int, default=0, help="the one seed of the split, the design and training")
     ac.add_argument("--quiet", action="store_true", help="no progress bar")
     ac.set_defaults(func=_cmd_audit_custom)
+    ao = add("custom", "audit-one", help="per-group membership audit of ONE trained model, from its per-record "
+                        "losses or scores on its training records and on held-out records (a CSV)")
+    ao.add_argument("--scores", required=True, help="a CSV: one row per record, its loss (or score), whether it was a "
+                    "training record, its group")
+    sc = ao.add_mutually_exclusive_group(required=True)
+    sc.add_argument("--loss", help="the column of per-record losses (lower: more member-like)")
+    sc.add_argument("--score", help="the column of per-record scores (higher: more member-like)")
+    ao.add_argument("--member", default="member", help="the 0/1 column: 1 for the model's training records "
+                    "(default member)")
+    ao.add_argument("--group", required=True, help="the column whose groups are compared")
+    ao.add_argument("--out", required=True, help="output directory: new or empty (a previous fairdp output there is "
+                    "replaced only with --force)")
+    ao.add_argument("--force", action="store_true", help="replace a previous fairdp output in --out")
+    ao.add_argument("--alpha", type=float, default=0.05, help="1 − the intervals' level (default 0.05)")
+    ao.add_argument("--n-null", type=int, default=200, help="permutations for Δ's null floor (default 200)")
+    ao.add_argument("--min-per-group", type=int, default=20, help="members and held-out records per group at least")
+    ao.add_argument("--seed", type=int, default=0, help="the halves and the null's permutations")
+    ao.set_defaults(func=_cmd_audit_one)
     tc = add("campaign", "tune-clip", help="DP-SGD's clipping bound as a DP quantile of the per-sample gradient "
                         "norms, its ε composed with training")
     tc.add_argument("--dataset", required=True, help="a prepared dataset of params.yaml")
