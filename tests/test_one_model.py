@@ -113,3 +113,56 @@ def test_the_command_audits_a_scores_file_and_loses_nothing(tmp_path, capsys):
     assert main(["audit-one", "--scores", str(csv), "--loss", "loss", "--group", "sex", "--out", str(out),
                  "--force"]) == 2
     assert (out / "notes.txt").read_text() == "mine"
+
+
+def test_the_training_proxy_records_gaps_and_clipped_fractions_in_an_opacus_loop(tmp_path):
+    """A real Opacus loop (make_private, Poisson batches, no noise) on data where group 1's labels are noise: its
+    held-out − training loss gap ends above group 0's (memorised, not learned); clipped fractions are shares in
+    [0, 1], and at a tiny bound every gradient is clipped; a call before backward() is refused."""
+    import pandas as pd
+    import torch
+    from opacus import PrivacyEngine
+    from torch.utils.data import DataLoader, TensorDataset
+
+    from fairdp_core.audit.proxy import GroupProxy
+
+    rng = np.random.default_rng(0)
+    n = 400
+    g = rng.integers(0, 2, n)
+    X = rng.normal(size=(n, 20)).astype(np.float32)
+    y = np.where(g == 0, (X[:, 0] > 0).astype(int), rng.integers(0, 2, n))  # group 1: random labels
+    tr, ho = np.arange(200), np.arange(200, n)
+
+    def run(clip, epochs):
+        torch.manual_seed(0)
+        model = torch.nn.Sequential(torch.nn.Linear(20, 128), torch.nn.ReLU(), torch.nn.Linear(128, 2))
+        loader = DataLoader(TensorDataset(torch.as_tensor(X[tr]), torch.as_tensor(y[tr]), torch.as_tensor(g[tr])),
+                            batch_size=25)
+        model, opt, dl = PrivacyEngine().make_private(module=model, optimizer=torch.optim.SGD(model.parameters(),
+                                                      lr=0.5), data_loader=loader, noise_multiplier=0.0,
+                                                      max_grad_norm=clip)
+        proxy = GroupProxy(train_sample=(X[tr], y[tr], g[tr]), holdout=(X[ho], y[ho], g[ho]))
+        if clip > 1:
+            with pytest.raises(ValueError, match="no per-sample gradients"):
+                proxy.observe_batch(opt, g[:5])
+        for epoch in range(epochs):
+            for xb, yb, gb in dl:
+                if len(xb) == 0:
+                    continue
+                opt.zero_grad()
+                torch.nn.functional.cross_entropy(model(xb), yb).backward()
+                proxy.observe_batch(opt, gb)
+                opt.step()
+            proxy.record(model, epoch)
+        return proxy
+
+    proxy = run(10.0, 30)
+    t = proxy.table()
+    assert list(t.columns) == ["epoch", "group", "train_loss", "holdout_loss", "gap", "clipped_fraction"]
+    assert len(t) == 60 and t.clipped_fraction.between(0, 1).all()
+    assert np.allclose(t.gap, t.holdout_loss - t.train_loss)
+    last = t[t.epoch == 29].set_index("group")
+    assert last.loc[1, "gap"] > last.loc[0, "gap"] + 0.2, last
+    assert (run(1e-6, 1).table().clipped_fraction == 1.0).all()
+    proxy.write(tmp_path / "proxy.csv")
+    assert len(pd.read_csv(tmp_path / "proxy.csv")) == 60
