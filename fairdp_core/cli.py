@@ -409,6 +409,21 @@ def _cmd_audit_one(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_one_vs_recipe(args: argparse.Namespace) -> int:
+    from .audit.one_vs_recipe import compare_runs, write_comparison
+
+    params = load_params(args.params)
+    runs = {k: v.model_dump() for k, v in params.runs.items()
+            if v.tau is None and (not args.algorithms or v.algorithm in args.algorithms)}
+    df = compare_runs(params.resolve("results"), runs, n_null=args.n_null, progress=not args.quiet)
+    if df.empty:
+        raise FileNotFoundError(f"no run of {args.params} has a recipe audit under results/audit: run the study first")
+    out = write_comparison(df, args.out)
+    print((out / "comparison.md").read_text().split("\n\n")[1])
+    print(f"fairdp one-vs-recipe: wrote {out}/comparison.md and comparison.csv ({len(df)} runs)")
+    return 0
+
+
 def _cmd_tune_clip(args: argparse.Namespace) -> int:
     import json
 
@@ -649,6 +664,14 @@ def build_parser() -> argparse.ArgumentParser:
     ao.add_argument("--min-per-group", type=int, default=20, help="members and held-out records per group at least")
     ao.add_argument("--seed", type=int, default=0, help="the halves and the null's permutations")
     ao.set_defaults(func=_cmd_audit_one)
+    ov = add("campaign", "one-vs-recipe", help="the one-model audit of every model of the profile's banks against "
+                        "their recipe audit (how far one model's answer can be trusted)")
+    ov.add_argument("--algorithms", nargs="*", default=["sgd", "dpsgd"], help="the runs' algorithms (default sgd "
+                    "dpsgd; none: every run)")
+    ov.add_argument("--n-null", type=int, default=20, help="permutations for each one-model Δ's null floor")
+    ov.add_argument("--out", default="reports/one_model", help="output directory (default reports/one_model)")
+    ov.add_argument("--quiet", action="store_true", help="no progress bar")
+    ov.set_defaults(func=_cmd_one_vs_recipe)
     tc = add("campaign", "tune-clip", help="DP-SGD's clipping bound as a DP quantile of the per-sample gradient "
                         "norms, its ε composed with training")
     tc.add_argument("--dataset", required=True, help="a prepared dataset of params.yaml")
