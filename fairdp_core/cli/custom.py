@@ -1,0 +1,133 @@
+"""The audit of your own data and model: a recipe retrained 2R times (audit-custom), or one trained model (audit-one)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+
+def _cmd_audit_custom(args: argparse.Namespace) -> int:
+    from ..atomic import check_output_dir
+    from ..custom import audit_csv
+
+    if args.R < 2:
+        raise ValueError(f"--R {args.R}: at least 2 (2R models in complementary pairs)")
+    check_output_dir(args.out, force=args.force, protect=(args.data,))  # before any work
+
+    inter = []
+    for pair in args.intersect:
+        parts = [p.strip() for p in pair.split(",")]
+        if len(parts) != 2:
+            raise ValueError(f"--intersect {pair!r}: give two column names separated by a comma (e.g. sex,race)")
+        inter.append(tuple(parts))
+    res = audit_csv(args.data, label=args.label, group=args.group, model=args.model, slices=args.slice,
+                    intersections=inter, drop=args.drop, group_as_feature=not args.no_group_feature, seed=args.seed,
+                    algorithm=args.algorithm, epsilon=args.epsilon, R=args.R, m=args.m, epochs=args.epochs,
+                    batch_size=args.batch_size, lr=args.lr, clip=args.clip, min_per_group=args.min_per_group,
+                    progress=not args.quiet, on_warning=lambda m: print(f"fairdp audit-custom: warning: {m}",
+                                                                          file=sys.stderr))
+    out = res.write(args.out, force=args.force, protect=(args.data,))
+    for line in res.answer():  # the answer first: one line per pair of groups
+        print(line)
+    print(res.table().to_string(index=False, float_format=lambda v: f"{v:.2f}"))
+    a = res.summary["attacks"]["alooa_cross_fit"]
+    print(f"Δ (PA-ALOOA cross-fitted) = {a['delta_pp']:.2f} pp [{a['delta_lo']:.2f}, {a['delta_hi']:.2f}], "
+          f"null floor {a['null_floor_pp']:.2f} pp; RMIA Δ = {res.summary['attacks']['rmia']['delta_pp']:.2f} pp")
+    if res.summary.get("degenerate"):
+        print(f"fairdp audit-custom: warning: the models are degenerate (accuracy {100 * res.summary['accuracy']:.1f}%,"
+              f" majority class {100 * res.summary['majority_class_rate']:.1f}%): raise --epochs or --lr",
+              file=sys.stderr)
+    print(f"fairdp audit-custom: wrote {out}/ (report.md, groups.csv, slices.csv, roc.png, summary.json)")
+    return 0
+
+
+def _cmd_audit_one(args: argparse.Namespace) -> int:
+    import json
+
+    import numpy as np
+    import pandas as pd
+
+    from ..atomic import check_output_dir, write_managed_dir
+    from ..audit.one import audit_one
+
+    check_output_dir(args.out, force=args.force, protect=(args.scores,))  # before any work
+    df = pd.read_csv(args.scores, sep=None, engine="python")
+    score_col = args.score or args.loss
+    missing = [c for c in (score_col, args.member, args.group) if c not in df.columns]
+    if missing:
+        raise KeyError(f"{args.scores}: no column {', '.join(map(repr, missing))} (it has {', '.join(df.columns)})")
+    member = df[args.member]
+    if not set(member.unique()) <= {0, 1}:
+        raise ValueError(f"{args.scores}: column {args.member!r} must be 0/1 (1: a training record of the model)")
+    scores = df[score_col].to_numpy(float) * (1.0 if args.score else -1.0)  # a loss: lower means member
+    m = member.astype(bool).to_numpy()
+    res = audit_one(scores[m], scores[~m], df[args.group].astype(str).to_numpy()[m],
+                    df[args.group].astype(str).to_numpy()[~m], alpha=args.alpha, n_null=args.n_null,
+                    min_per_group=args.min_per_group, seed=args.seed)
+
+    def write(tmp: Path) -> None:
+        (tmp / "groups.csv").write_text(res.groups.to_csv(index=False, float_format="%.6g"))
+        (tmp / "contrasts.csv").write_text(res.contrasts.to_csv(index=False, float_format="%.6g"))
+        (tmp / "summary.json").write_text(json.dumps({
+            "delta_pp": res.delta_pp, "delta_lo": res.delta_lo, "delta_hi": res.delta_hi,
+            "null_floor_pp": res.null_floor_pp, "alpha": res.alpha, "n_members": int(m.sum()),
+            "n_nonmembers": int((~m).sum()), "score": score_col, "scores_file": Path(args.scores).name}, indent=1) + "\n")
+
+    out = write_managed_dir(args.out, write, force=args.force, protect=(args.scores,))
+    for line in res.answer():
+        print(line)
+    cols = ["group", "n_members", "n_nonmembers", "advantage_pp", "lo_pp", "hi_pp", "tpr_at_0.01_fpr"]
+    print(res.groups[cols].to_string(index=False, float_format=lambda v: "n/a" if np.isnan(v) else f"{v:.2f}"))
+    print(f"fairdp audit-one: wrote {out}/ (groups.csv, contrasts.csv, summary.json)")
+    return 0
+
+
+def register(add) -> None:
+    """Add the custom commands (``add(audience, name, help=...)`` makes a subparser)."""
+    ac = add("custom", "audit-custom", help="per-group membership audit of your own CSV and model (PA-ALOOA, "
+                        "LiRA, RMIA; slices; ROC)")
+    ac.add_argument("--data", required=True, help="a CSV file (any delimiter)")
+    ac.add_argument("--label", required=True, help="the column to predict")
+    ac.add_argument("--group", required=True, help="the column whose groups are compared")
+    ac.add_argument("--model", default="mlp", help="lr, mlp, or module:function returning an nn.Module "
+                    "(called with (input_shape, n_classes)); default mlp")
+    ac.add_argument("--out", required=True, help="output directory: new or empty (written atomically); a previous "
+                    "fairdp output there is replaced only with --force, and a directory holding other files is refused")
+    ac.add_argument("--force", action="store_true", help="replace the files of a previous fairdp output in --out (only "
+                    "those its manifest lists)")
+    ac.add_argument("--algorithm", default="dpsgd", choices=["sgd", "dpsgd"], help="how the models train (default dpsgd)")
+    ac.add_argument("--epsilon", type=float, default=10.0, help="target ε for dpsgd (default 10)")
+    ac.add_argument("--R", type=int, default=8, help="2R models are trained (default 8: 16 models)")
+    ac.add_argument("--m", type=int, default=None, help="audited records (default: half the rows, at most 1000)")
+    ac.add_argument("--epochs", type=float, default=30, help="training epochs of every model (default 30)")
+    ac.add_argument("--batch-size", type=int, default=64, help="expected batch size: Poisson rate q = B/n (default 64)")
+    ac.add_argument("--lr", type=float, default=0.5, help="learning rate (default 0.5)")
+    ac.add_argument("--clip", type=float, default=1.0, help="per-sample gradient clip bound C for dpsgd (default 1)")
+    ac.add_argument("--min-per-group", type=int, default=20, help="audited records per group at least (default 20)")
+    ac.add_argument("--slice", action="append", default=[], help="another column to slice the risk by (repeatable)")
+    ac.add_argument("--intersect", action="append", default=[], help="A,B: slice by the intersection of two "
+                    "columns or slices (group, class, correct, or a --slice column); repeatable")
+    ac.add_argument("--drop", action="append", default=[], help="a column that is not a feature (repeatable)")
+    ac.add_argument("--no-group-feature", action="store_true", help="the group column is not a model input")
+    ac.add_argument("--seed", type=int, default=0, help="the one seed of the split, the design and training")
+    ac.add_argument("--quiet", action="store_true", help="no progress bar")
+    ac.set_defaults(func=_cmd_audit_custom)
+    ao = add("custom", "audit-one", help="per-group membership audit of ONE trained model, from its per-record "
+                        "losses or scores on its training records and on held-out records (a CSV)")
+    ao.add_argument("--scores", required=True, help="a CSV: one row per record, its loss (or score), whether it was a "
+                    "training record, its group")
+    sc = ao.add_mutually_exclusive_group(required=True)
+    sc.add_argument("--loss", help="the column of per-record losses (lower: more member-like)")
+    sc.add_argument("--score", help="the column of per-record scores (higher: more member-like)")
+    ao.add_argument("--member", default="member", help="the 0/1 column: 1 for the model's training records "
+                    "(default member)")
+    ao.add_argument("--group", required=True, help="the column whose groups are compared")
+    ao.add_argument("--out", required=True, help="output directory: new or empty (a previous fairdp output there is "
+                    "replaced only with --force)")
+    ao.add_argument("--force", action="store_true", help="replace a previous fairdp output in --out")
+    ao.add_argument("--alpha", type=float, default=0.05, help="1 − the intervals' level (default 0.05)")
+    ao.add_argument("--n-null", type=int, default=200, help="permutations for Δ's null floor (default 200)")
+    ao.add_argument("--min-per-group", type=int, default=20, help="members and held-out records per group at least")
+    ao.add_argument("--seed", type=int, default=0, help="the halves and the null's permutations")
+    ao.set_defaults(func=_cmd_audit_one)
