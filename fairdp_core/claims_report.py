@@ -181,7 +181,8 @@ def _rule_line(df: pd.DataFrame, rule: str) -> str:
     v = g.verdict.value_counts()
     counts = [f"{k} {int(v.get(key, 0))}" for k, key in (("lower", "reproduced"), ("higher", "contradicted"),
                                                            ("no change", "not detected"),
-                                                           ("estimator-dependent", "depends on the estimator"))]
+                                                           ("estimator-dependent", "depends on the estimator"))
+              if v.get(key, 0) or key != "depends on the estimator"]  # the last only where it occurs
     rest = [f"{int(v[key])} {k}" for k, key in (("not like-for-like", "not a like-for-like test"),
                                                 ("with too few seeds", "too few seeds")) if v.get(key, 0)]
     return f"{FIRST_SCREEN_NAMES[rule]}: {', '.join(counts)}" + (f"; {', '.join(rest)}" if rest else "") + "."

@@ -395,7 +395,7 @@ def estimator_distributions(adv: dict[str, np.ndarray], null: dict[str, np.ndarr
 def looa_vs_alooa(df: pd.DataFrame, *, title: str = "") -> plt.Figure:
     """Record by record: PA-LOOA against PA-ALOOA advantage (cross-fitted, pp), one colour per group; each point
     jittered by up to ±1 pp for display (the advantages are discrete)."""
-    fig, ax = plt.subplots(figsize=(5.5, 4.2))
+    fig, ax = plt.subplots(figsize=(5.0, 2.8))
     groups = list(dict.fromkeys(df["group"]))
     jitter = np.random.default_rng(0)  # display only: per-record advantages are discrete and would overlap
     for k, g in enumerate(groups):

@@ -41,6 +41,8 @@ n_train = None
 epsilon_target = None
 
 # %%
+from pathlib import Path
+
 import numpy as np
 import pandas as pd
 import torch
@@ -61,8 +63,6 @@ from fairdp_core.opacus_compat import (
 
 # %% tags=["hide-input"]
 # the pipeline's plumbing (parameters from params.yaml, where figures and tables go): hidden in the rendered page
-from pathlib import Path
-
 from fairdp_core import report_helpers as rh
 
 PARAMETERS = ("train_dir", "results_dir", "prepared_dir", "figures_dir", "metrics_path", "runs", "profile", "alpha",
@@ -71,6 +71,8 @@ globals().update(rh.fill_parameters("quickstart", params_file, {k: globals()[k] 
 show, table = rh.shower(figures_dir), rh.tabler(figures_dir)
 
 # %%
+# seed, n_train, epsilon_target and prepared_dir come from params.yaml (the pipeline's: seed 0, 5,000 images, ε = 10,
+# data/prepared); set them by hand to run this elsewhere
 torch.manual_seed(seed)
 data = load(Path(prepared_dir) / "mnist")
 idx = np.random.default_rng(seed).permutation(len(data.train))[:n_train]
@@ -187,7 +189,7 @@ rows.append({"method": "DP-SGD-S (quantile rule, σ_b = B/20)", "lr": opt.param_
              "C": float(opt.bounds.max()), "σ": sigma_eff, "q": dl.sample_rate, "T": pe.accountant.history[-1][2], "ε": eps_s,
              "accuracy_pct": 100 * accuracy(model)})
 s_bounds = opt.bounds.detach().numpy()
-bounds = pd.DataFrame({"digit": [str(k) for k in range(10)], "final bound C_k": s_bounds})
+bounds = pd.DataFrame({"digit": ["final bound C_k"], **{str(k): [float(v)] for k, v in enumerate(s_bounds)}})
 table(bounds, "DP-SGD-S: each digit's clipping bound at the end of training (from the noised counts alone)")
 
 # %% [markdown]
@@ -221,9 +223,8 @@ for name, make in RIVALS.items():
     rows.append({"method": name, "lr": opt.param_groups[0]["lr"], "C": final_c, "σ": sigma_eff,
                  "q": dl.sample_rate,
                  "T": pe.accountant.history[-1][2], "ε": pe.get_epsilon(DELTA), "accuracy_pct": 100 * accuracy(model)})
-table(pd.DataFrame(rows[-3:]), f"The rivals at ε = {epsilon_target:g}: C at the end of training (DPSGD-F: the largest "
-      "group bound; Global-Adapt: its C; AdaClip: its tracked bound), lr, σ_eff, Poisson q, steps T, ε (RDP accountant) "
-      "and test accuracy", "{:.3f}")
+display(Markdown("The rivals' C at the end of training (DPSGD-F: the largest group bound; Global-Adapt: its C; AdaClip: "
+                 "its tracked bound), σ_eff, q, T, ε and accuracy are in the summary below."))
 
 # %% [markdown]
 # ## Summary
@@ -233,7 +234,7 @@ summary = pd.DataFrame(rows)
 table(summary, f"The {len(summary)} runs on {n_train:,} images: learning rate, C (DP-SGD-S, DPSGD-F: the largest group bound), "
       "noise multiplier σ (for the rules that release counts, σ_eff), Poisson q, steps T, ε at δ = 1e-5 (RDP "
       "accountant; the tuned run includes the quantile release) and test accuracy", "{:.3f}")
-fig, ax = plots.plt.subplots(figsize=(6, 3.4))
+fig, ax = plots.plt.subplots(figsize=(6, 2.4))
 kinds = ["DP-SGD", "DP-SGD", "DP-SGD-S", *RIVALS]
 ax.barh(summary["method"], summary["accuracy_pct"], color=[plots.ALGORITHM_COLORS[k] for k in kinds])
 ax.invert_yaxis()

@@ -18,6 +18,8 @@ __all__ = [
     "ESTIMATORS",
     "Estimator",
     "best_cut",
+    "sort_columns",
+    "sort_rows",
     "pair_folds",
     "cross_fit_advantage",
     "ga_advantage",
@@ -38,25 +40,33 @@ Estimator = Literal["in_sample", "cross_fit", "null_corrected"]
 ESTIMATORS: tuple[str, ...] = ("in_sample", "cross_fit", "null_corrected")
 
 
-def best_cut(scores: np.ndarray, membership: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def sort_columns(scores: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Each column of scores [M, m] sorted once, descending (stable): (order, sorted scores, where a cut after
+    position k separates two distinct scores). Labels change between calls of :func:`best_cut`, the sort does not."""
+    s = np.asarray(scores, dtype=np.float64)
+    order = np.argsort(-s, axis=0, kind="stable")
+    s_sorted = np.take_along_axis(s, order, axis=0)
+    cut_ok = np.ones_like(s_sorted, dtype=bool)
+    cut_ok[:-1] = s_sorted[:-1] != s_sorted[1:]  # a cut after position k only where the next score differs
+    return order, s_sorted, cut_ok
+
+
+def best_cut(scores: np.ndarray, membership: np.ndarray, *, presorted: tuple | None = None
+             ) -> tuple[np.ndarray, np.ndarray]:
     """Per column of scores [M, m]: the largest TPR − FPR of "IN iff score ≥ t" and its threshold t.
 
     Returns (advantage [m] ≥ 0, threshold [m]); t = +inf (predict nothing, advantage 0) when no cut helps.
-    Only cuts between distinct scores are considered, so tied scores are never split.
+    Only cuts between distinct scores are considered, so tied scores are never split. ``presorted``:
+    :func:`sort_columns` of these scores, shared by calls that change only the labels.
     """
-    s = np.asarray(scores, dtype=np.float64)
     lab = np.asarray(membership, dtype=bool)
-    order = np.argsort(-s, axis=0, kind="stable")
-    s_sorted = np.take_along_axis(s, order, axis=0)
+    order, s_sorted, cut_ok = presorted if presorted is not None else sort_columns(scores)
     l_sorted = np.take_along_axis(lab, order, axis=0)
     n_in = lab.sum(0)
     n_out = lab.shape[0] - n_in
     tpr = np.cumsum(l_sorted, axis=0) / np.maximum(n_in, 1)
     fpr = np.cumsum(~l_sorted, axis=0) / np.maximum(n_out, 1)
-    gap = tpr - fpr
-    cut_ok = np.ones_like(gap, dtype=bool)
-    cut_ok[:-1] = s_sorted[:-1] != s_sorted[1:]  # a cut after position k only where the next score differs
-    gap = np.where(cut_ok, gap, -np.inf)
+    gap = np.where(cut_ok, tpr - fpr, -np.inf)
     k = gap.argmax(axis=0)
     best = gap[k, np.arange(gap.shape[1])]
     thr = s_sorted[k, np.arange(gap.shape[1])]
@@ -108,11 +118,12 @@ def cross_fit_advantage(scores: np.ndarray, membership: np.ndarray, *, folds: np
 def null_corrected_advantage(scores: np.ndarray, membership: np.ndarray, *, rng: np.random.Generator,
                              n_null: int = 50) -> np.ndarray:
     """In-sample advantage minus its mean under ``n_null`` permutations of each record's IN/OUT labels, [m]."""
-    obs = in_sample_advantage(scores, membership)
+    pre = sort_columns(scores)  # the scores are fixed: one sort serves the observed labels and every permutation
+    obs = best_cut(scores, membership, presorted=pre)[0]
     null = np.zeros_like(obs)
     for _ in range(n_null):
         perm = rng.permuted(membership, axis=0)
-        null += in_sample_advantage(scores, perm)
+        null += best_cut(scores, perm, presorted=pre)[0]
     return obs - null / n_null
 
 
@@ -132,14 +143,16 @@ def record_advantage(scores: np.ndarray, membership: np.ndarray, *, estimator: E
     raise ValueError(f"unknown estimator {estimator!r}; known: {', '.join(ESTIMATORS)}")
 
 
-def _row_thresholds(scores: np.ndarray, membership: np.ndarray) -> np.ndarray:
-    """Per row (model): the threshold of best accuracy for "IN iff score ≥ t" over that row's records, [M]."""
+def sort_rows(scores: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Each row (model) of scores [M, m] sorted once, descending (stable): (order, sorted scores)."""
     s = np.asarray(scores, dtype=np.float64)
-    lab = np.asarray(membership, dtype=bool)
     order = np.argsort(-s, axis=1, kind="stable")
-    s_sorted = np.take_along_axis(s, order, axis=1)
-    l_sorted = np.take_along_axis(lab, order, axis=1)
-    n_out = (~lab).sum(1, keepdims=True)
+    return order, np.take_along_axis(s, order, axis=1)
+
+
+def _sorted_row_thresholds(s_sorted: np.ndarray, l_sorted: np.ndarray) -> np.ndarray:
+    """:func:`_row_thresholds` on rows already sorted by score (descending) with their labels."""
+    n_out = (~l_sorted).sum(1, keepdims=True)
     correct = np.cumsum(l_sorted, 1) + (n_out - np.cumsum(~l_sorted, 1))  # TP + TN when cutting after k
     ok = np.ones_like(correct, dtype=bool)
     ok[:, :-1] = s_sorted[:, :-1] != s_sorted[:, 1:]
@@ -148,6 +161,12 @@ def _row_thresholds(scores: np.ndarray, membership: np.ndarray) -> np.ndarray:
     best = correct[np.arange(len(k)), k]
     thr = s_sorted[np.arange(len(k)), k]
     return np.where(best > n_out[:, 0], thr, np.inf)  # predicting all OUT is the baseline
+
+
+def _row_thresholds(scores: np.ndarray, membership: np.ndarray) -> np.ndarray:
+    """Per row (model): the threshold of best accuracy for "IN iff score ≥ t" over that row's records, [M]."""
+    order, s_sorted = sort_rows(scores)
+    return _sorted_row_thresholds(s_sorted, np.take_along_axis(np.asarray(membership, dtype=bool), order, axis=1))
 
 
 def _advantage_of_predictions(pred: np.ndarray, membership: np.ndarray) -> np.ndarray:
@@ -166,20 +185,33 @@ def ga_advantage(scores: np.ndarray, membership: np.ndarray) -> np.ndarray:
     return _advantage_of_predictions(ga_predictions(scores, membership), membership)
 
 
-def gba_predictions(scores: np.ndarray, membership: np.ndarray, group: np.ndarray) -> np.ndarray:
+def gba_predictions(scores: np.ndarray, membership: np.ndarray, group: np.ndarray, *,
+                    presorted: tuple | None = None) -> np.ndarray:
     """PA-GBA's predictions [M, m]: one threshold per model and group (fitted on that group's records, so a small
-    group's threshold overfits it: compare PA-GBA's Δ with its null floor, never rank attacks by plug-in Δ)."""
+    group's threshold overfits it: compare PA-GBA's Δ with its null floor, never rank attacks by plug-in Δ).
+    ``presorted``: :func:`sort_rows` of these scores: each group's records are read off the sorted rows in order
+    (a stable sort keeps ties in record order, as sorting the group alone would), so refitting on other groups
+    (the null floor's permuted labels) sorts nothing."""
+    lab = np.asarray(membership, dtype=bool)
+    group = np.asarray(group)
+    order, s_sorted = presorted if presorted is not None else sort_rows(scores)
+    l_sorted, g_sorted = np.take_along_axis(lab, order, axis=1), group[order]
+    M = scores.shape[0]
     pred = np.zeros(scores.shape, dtype=bool)
     for k in np.unique(group):
+        in_k = g_sorted == k  # every row holds the group's records, in score order
+        n_k = int(in_k[0].sum())
+        thr = _sorted_row_thresholds(s_sorted[in_k].reshape(M, n_k), l_sorted[in_k].reshape(M, n_k))
         cols = group == k
-        thr = _row_thresholds(scores[:, cols], membership[:, cols])
         pred[:, cols] = scores[:, cols] >= thr[:, None]
     return pred
 
 
-def gba_advantage(scores: np.ndarray, membership: np.ndarray, group: np.ndarray) -> np.ndarray:
-    """PA-GBA: as PA-GA with one threshold per model and group. ``group`` [m]."""
-    return _advantage_of_predictions(gba_predictions(scores, membership, group), membership)
+def gba_advantage(scores: np.ndarray, membership: np.ndarray, group: np.ndarray, *,
+                  presorted: tuple | None = None) -> np.ndarray:
+    """PA-GBA: as PA-GA with one threshold per model and group. ``group`` [m]; ``presorted`` as in
+    :func:`gba_predictions`."""
+    return _advantage_of_predictions(gba_predictions(scores, membership, group, presorted=presorted), membership)
 
 
 def lira_scores(phi: np.ndarray, membership: np.ndarray, *, mode: Literal["online", "offline"] = "online",
