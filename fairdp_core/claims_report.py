@@ -117,8 +117,9 @@ def _baseline(summaries: list[dict], cell: tuple) -> dict | None:
 def _verdict_text(r: pd.Series, base: dict | None) -> str:
     v = r.verdict
     if v == "not a like-for-like test":
+        plain = abs(r.accuracy_rule - r.accuracy_dpsgd) * 100 > LIKE_FOR_LIKE_PP
         why = ("a degenerate arm" if r.degenerate_dpsgd or r.degenerate_rule else
-               f"accuracies more than {LIKE_FOR_LIKE_PP:g} pp apart")
+               f"{'accuracies' if plain else 'balanced accuracies'} more than {LIKE_FOR_LIKE_PP:g} pp apart")
         v += (f" ({why}: DP-SGD {100 * r.accuracy_dpsgd:.1f}%, rule {100 * r.accuracy_rule:.1f}%; balanced "
               f"{100 * r.balanced_dpsgd:.1f}%, {100 * r.balanced_rule:.1f}%)")
     elif v == "not detected" and r.mde is not None:
@@ -157,7 +158,9 @@ def _answer(paper: pd.DataFrame, have: int, cells: int) -> str:
     where = {k: ", ".join(f"{DATASET_LABELS.get(r.dataset, r.dataset)} ε = {r.epsilon:g}"
                           for r in paper[paper.verdict == k].itertuples())
              for k in ("reproduced", "contradicted")}
-    if up:
+    if up and low:
+        lead = "Not in general"
+    elif up:
         lead = "No"
     elif low == tested:
         lead = "Yes, in every tested cell"
@@ -170,8 +173,10 @@ def _answer(paper: pd.DataFrame, have: int, cells: int) -> str:
              f"shows no detectable change in {same}"]
     if dep:
         parts.append(f"depends on the estimator in {dep}")
-    return (f"{lead}: in {tested} tested {'cell' if tested == 1 else 'cells'} ({have} of {cells} run so far), "
-            "the paper's rule made DP "
+    decided = paper[paper.verdict.isin(["reproduced", "contradicted", "not detected", "depends on the estimator"])]
+    prov = int((decided.seeds < decided.get("seeds_target", decided.seeds)).sum())
+    return (f"{lead}: in {tested} tested {'cell' if tested == 1 else 'cells'} ({have} of {cells} run so far"
+            + (f"; {prov} provisional" if prov else "") + "), the paper's rule made DP "
             + ", ".join(parts[:-1]) + f" and {parts[-1]}.")
 
 
@@ -188,15 +193,21 @@ def _rule_line(df: pd.DataFrame, rule: str) -> str:
     return f"{FIRST_SCREEN_NAMES[rule]}: {', '.join(counts)}" + (f"; {', '.join(rest)}" if rest else "") + "."
 
 
-def _short_verdict(r: pd.Series, base: dict | None) -> str:
+def _short_verdict(r: pd.Series, base: dict | None, paper_effect: float | None = None) -> str:
     """The verdict and its one most needed qualifier (the full text is in the claims table below)."""
     v = r.verdict
     if v == "not a like-for-like test":
-        return f"{v} (accuracy {100 * r.accuracy_dpsgd:.1f}% vs {100 * r.accuracy_rule:.1f}%)"
+        plain = abs(r.accuracy_rule - r.accuracy_dpsgd) * 100 > LIKE_FOR_LIKE_PP
+        a, b = (r.accuracy_dpsgd, r.accuracy_rule) if plain else (r.balanced_dpsgd, r.balanced_rule)
+        return f"{v} ({'accuracy' if plain else 'balanced accuracy'} {100 * a:.1f}% vs {100 * b:.1f}%)"
     if r.seeds < r.get("seeds_target", 0):
         v += f", provisional ({r.seeds} of {r.seeds_target} seeds)"
     elif v == "not detected" and r.mde is not None:
         v += f" (MDE ±{r.mde:.2f})"
+    if paper_effect is not None and all(np.isfinite([r[f"lo_bonf_{e}"], r[f"hi_bonf_{e}"]]).all() and
+                                        not r[f"lo_bonf_{e}"] <= paper_effect <= r[f"hi_bonf_{e}"]
+                                        for e in ("in_sample", "cross_fit")):
+        v += f"; paper's {paper_effect:+.2f} excluded"
     if base and base["differs"]:
         v += f"; DP-SGD Δ {base['delta']:.2f} here"
     return v
@@ -215,27 +226,33 @@ def claims_first_screen(summaries_dir: Path, profile: Path, frame: tuple | None 
                 f"</b> 0 of the profile's {len(cells)} cells run.</p></div>")
     paper = df[df.rule == "dpsgd_s_paper"]
     lines = "".join(f"<li>{_rule_line(df, rule)}</li>" for rule in RULE_ORDER if (df.rule == rule).any())
+    code = df[df.rule == "dpsgd_s_paper_code"]
+    words = {"reproduced": "lower", "contradicted": "higher", "not detected": "no change",
+             "depends on the estimator": "depends", "not a like-for-like test": "not like-for-like"}
     rows = []
     for cell, ref in PAPER_QUOTED.items():
         r = paper[(paper.dataset == cell[0]) & (paper.model == cell[1]) & (paper.epsilon == cell[2])]
+        c = code[(code.dataset == cell[0]) & (code.model == cell[1]) & (code.epsilon == cell[2])]
+        effect = ref["dpsgd_s"] - ref["dpsgd"]
         head = (f"<td>{_label(*cell[:2])}</td><td>{ref['dpsgd']:.2f} → {ref['dpsgd_s']:.2f} "
-                f"({ref['dpsgd_s'] - ref['dpsgd']:+.2f})</td>")
+                f"({effect:+.2f})</td>")
         if r.empty:
             later = "not run yet: a GPU cell" if cell[1] != "lr" else "not run yet"
-            rows.append(f"<tr>{head}<td colspan='4'>{later}</td></tr>")
+            rows.append(f"<tr>{head}<td colspan='5'>{later}</td></tr>")
             continue
         r = r.iloc[0]
         ci = {est: f"{_pp(r[f'diff_{est}'])} [{_pp(r[f'lo_bonf_{est}'])}, {_pp(r[f'hi_bonf_{est}'])}]"
               for est in ("in_sample", "cross_fit")}
         rows.append(f"<tr>{head}<td>{ci['in_sample']}</td><td>{ci['cross_fit']}</td><td>{r.seeds}</td>"
-                    f"<td><b>{html.escape(_short_verdict(r, _baseline(summaries, cell)))}</b></td></tr>")
+                    f"<td><b>{html.escape(_short_verdict(r, _baseline(summaries, cell), effect))}</b></td>"
+                    f"<td>{words.get(c.iloc[0].verdict, c.iloc[0].verdict) if len(c) else '—'}</td></tr>")
     return (
         f"<div class='findings'>{question}<p><b>{html.escape(_answer(paper, len(have), len(cells)))}</b></p>"
         f"<ul>{lines}</ul>"
-        "<table id='quoted-claims'><caption>The paper's quoted claims, ε = 10: Δ(rule) − Δ(DP-SGD) in pp, paired by "
-        f"seed, Bonferroni 95%. Design: {SHORT_DESIGN} (<a href='#claims'>details</a>).</caption>"
+        "<table id='quoted-claims'><caption>The paper's quoted claims, ε = 10: Δ(paper's rule made DP) − Δ(DP-SGD), "
+        f"pp, paired by seed, Bonferroni 95%; design {SHORT_DESIGN} (<a href='#claims'>details</a>).</caption>"
         "<tr><th>cell</th><th>paper Δ (pp)</th><th>in-sample</th><th>cross-fitted</th><th>seeds</th>"
-        f"<th>verdict</th></tr>{''.join(rows)}</table></div>")
+        f"<th>verdict</th><th>released code</th></tr>{''.join(rows)}</table></div>")
 
 
 FIGURE_TITLES = {"dpsgd_s_paper": "Paper's rule made DP (decides the claim)",

@@ -221,8 +221,8 @@ def leveling_grid(df: pd.DataFrame, *, title: str = "", n_cols: int = 4) -> plt.
     return _tag(fig, ["DP-SGD-S"])
 
 
-ATTACK_SHORT = {"PA-ALOOA cross-fitted": "ALOOA\nCF", "PA-ALOOA in-sample (paper)": "ALOOA\nIS",
-                "PA-ALOOA null-corrected": "ALOOA\nNC", "PA-GA": "GA", "PA-GBA": "GBA", "LiRA online": "LiRA\non",
+ATTACK_SHORT = {"PA-ALOOA cross-fitted": "CF", "PA-ALOOA in-sample (paper)": "IS",
+                "PA-ALOOA null-corrected": "NC", "PA-GA": "GA", "PA-GBA": "GBA", "LiRA online": "LiRA\non",
                 "LiRA offline": "LiRA\noff", "RMIA": "RMIA", "RMIA offline": "RMIA\noff"}
 
 
@@ -407,8 +407,8 @@ def looa_vs_alooa(df: pd.DataFrame, *, title: str = "") -> plt.Figure:
     lo, hi = max(x.min(), yv.min()) - 2, min(x.max(), yv.max()) + 2
     if lo < hi:  # y = x over the range both axes share (it does not stretch either axis)
         ax.plot([lo, hi], [lo, hi], color="grey", lw=0.8, ls="--", label="y = x")
-    ax.set(xlabel="PA-ALOOA advantage (pp)", ylabel="PA-LOOA advantage (pp)")
-    ax.set_title(title, fontsize=10)
+    ax.set(xlabel="PA-ALOOA advantage (pp)", ylabel="PA-LOOA (pp)")
+    ax.set_title(title, fontsize=8, loc="left")
     ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1), frameon=False)
     fig.tight_layout()
     return _tag(fig, [])

@@ -429,8 +429,8 @@ REPORT_QUESTIONS = {
                  "dataset and ε? Δ against ε, accuracy against Δ, which groups DP-SGD-S made safer or riskier, and "
                  "each rule (DP-SGD-S's variants and its rivals DPSGD-F, DPSGD-Global-Adapt, AdaClip) against "
                  "DP-SGD, paired by seed where a profile runs two or more.",
-    "audit_comparison": "Does PA-ALOOA agree with PA-LOOA, and is it stricter than PA-GA, PA-GBA and LiRA? Δ and GPR "
-                        "by attack with each attack's null floor, and the estimators' bias under no leakage.",
+    "audit_comparison": "Does PA-ALOOA agree with PA-LOOA, and is it stricter than PA-GA, PA-GBA, LiRA and RMIA? "
+                        "Δ and GPR by attack with each attack's null floor, and the estimators' bias under no leakage.",
     "dpsgd_s_sweep": "How do DP-SGD-S's τ and γ move Δ and accuracy against DP-SGD at the same ε (every "
                      "setting shown, none selected)?",
     "outcome_fairness": "Does DP-SGD-S trade privacy fairness for outcome fairness? Accuracy parity, demographic "
@@ -592,8 +592,9 @@ def _outcome_line(params: Params) -> str:
     tpr = ("" if drop["group"] is None else
            f": the true-positive rate of group {html.escape(str(drop['group']))} falls from "
            f"{100 * drop['dpsgd']:.1f}% to {100 * drop['dpsgd_s']:.1f}%")
-    return (f"<p><b>Outcome fairness</b> (not a claim of the paper; the largest effect measured here): on {where}, "
-            f"DP-SGD-S changes the equal-opportunity gap by {100 * rows[key]:+.1f} pp "
+    return (f"<p><b>Outcome fairness</b> (not a claim of the paper; the largest of {len(rows)} equal-opportunity "
+            f"changes, picked after the fact, its interval not adjusted for that): on {where}, "
+            f"DP-SGD-S (the study's quantile reading) changes the equal-opportunity gap by {100 * rows[key]:+.1f} pp "
             f"[{100 * lo:+.1f}, {100 * hi:+.1f}] against DP-SGD (mean over every pair of models of the two banks, "
             f"paired bootstrap over test records){tpr}. See <a href='outcome_fairness.html'>outcome fairness</a>.</p>")
 

@@ -106,7 +106,8 @@ if len(panels):
 # %% [markdown]
 # ## DP-SGD-S against DP-SGD, on the same test records
 # The difference DP-SGD-S − DP-SGD of each metric (pp), with a paired bootstrap over the shared test records: above
-# 0, DP-SGD-S is less fair on that metric. Conditional on the two trained models (seed 0).
+# 0, DP-SGD-S is less fair on that metric. Model j of one bank is paired with model j of the other (same training
+# records); the interval is over test records, conditional on the trained models.
 
 # %%
 diff_rows = []
@@ -205,7 +206,8 @@ above = eo[eo.apply(lambda r: r.setting in sgd and r.lo_pp > sgd[r.setting], axi
 if len(d):
     top = d.loc[d.change_pp.abs().idxmax()]
     found = rh.findings([
-        f"Averaged over every model of each bank ({n_models} models), DP-SGD-S is **less fair** than DP-SGD on {metric} "
+        f"Averaged over every model of each bank ({n_models} models), DP-SGD-S (the study's quantile reading) is less "
+        f"fair than DP-SGD on {metric} "
         "in **{worse} of {settings}** settings and fairer in {better} (paired bootstrap 95% intervals over test "
         "records).",
         f"The largest change is on {top.setting}, {top.eps_label}: " + "{top:+.1f} pp [{top_lo:+.1f}, {top_hi:+.1f}], "

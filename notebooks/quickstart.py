@@ -61,8 +61,9 @@ from fairdp_core.opacus_compat import (
     make_private_global_adapt,
 )
 
-# %% tags=["hide-input"]
-# the pipeline's plumbing (parameters from params.yaml, where figures and tables go): hidden in the rendered page
+# %%
+# the page's plumbing: parameters from params.yaml when papermill did not set them, and the helpers that save each
+# table and figure beside the page (in your own notebook, use print/display and plt.show instead)
 from fairdp_core import report_helpers as rh
 
 PARAMETERS = ("train_dir", "results_dir", "prepared_dir", "figures_dir", "metrics_path", "runs", "profile", "alpha",
@@ -284,10 +285,11 @@ found = rh.findings(
      "Every run spends at most ε = {eps_max:.3f} by Opacus's RDP accountant (δ = 1e-5), the private choice of C "
      "included.",
      "The per-group audit of the DP-SGD recipe (2R = {n_models}) puts the riskiest and safest digits {delta:.2f} pp "
-     "apart [{delta_lo:.2f}, {delta_hi:.2f}]."],
+     "apart (simultaneous 95% interval [{delta_lo:.2f}, {delta_hi:.2f}], null floor {floor:.2f} pp): "
+     + ("some digits' risks differ." if a["delta_lo"] > 0 else "at this size it cannot tell the digits apart.")],
     {"eps": epsilon_target, "acc_dp": rows[1]["accuracy_pct"], "acc_c1": rows[0]["accuracy_pct"],
      "acc_s": rows[2]["accuracy_pct"], "eps_max": max(r["ε"] for r in rows), "n_models": audit.summary["n_models"],
-     "delta": a["delta_pp"], "delta_lo": a["delta_lo"], "delta_hi": a["delta_hi"]})
+     "delta": a["delta_pp"], "delta_lo": a["delta_lo"], "delta_hi": a["delta_hi"], "floor": a["null_floor_pp"]})
 rh.write_metrics(metrics_path, {**found, **{key: {"epsilon": r["ε"], "accuracy": r["accuracy_pct"] / 100}
                                             for key, r in zip(("dpsgd_c1", "dpsgd_dp_median", "dpsgd_s", "dpsgd_f",
                                                                "global_adapt", "adaclip"), rows)}})

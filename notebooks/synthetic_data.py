@@ -323,7 +323,8 @@ if profile != "paper" and stored is not None and (stored / "synth").is_dir():
         + (f"{len(dec)} of {len(p_cv)} comparisons decided: " + "; ".join(
             f"{r.claim[3:]} on {r.dataset} at ε = {r.epsilon:g} ({r.diff_pp:+.2f} pp [{r.lo:+.2f}, {r.hi:+.2f}])"
             for r in dec.itertuples()) + ". " if len(dec) else "no comparison decided. ")
-        + "The leader of each cell, as measured (contradicting the claims where it is not DPDSyn): "
+        + "The leader of each cell, as measured (point estimates: where it is not DPDSyn they go against the claim, "
+        "but only the comparisons decided above are verdicts): "
         + "; ".join(words) + "."))
     stored_counts = {"p_decided": int(decided.sum()), "p_total": len(p_cv), "p_lead": int(dpdsyn_leads),
                      "p_cells": len(words)}

@@ -92,10 +92,30 @@ def _gap_frame() -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def _attack_frame() -> pd.DataFrame:
+    """Every attack of the audit page, three algorithms, four panels (one dataset's two ε and another's)."""
+    rows = []
+    for (s, e), att, lab in itertools.product([("Adult · LR", "ε = 1"), ("Adult · LR", "ε = 10"),
+                                               ("Law (paper's task) · LR", "ε = 1"), ("MNIST · CNN", "ε = 10")],
+                                              list(plots.ATTACK_SHORT), ["SGD", "DP-SGD", "DP-SGD-S"]):
+        rows.append({"setting": s, "eps_label": e, "attack_label": att, "label": lab, "delta_pp": 1.0,
+                     "null_floor_pp": 0.8})
+    return pd.DataFrame(rows)
+
+
+def _looa_frame() -> pd.DataFrame:
+    rng = np.random.default_rng(0)
+    return pd.DataFrame({"group": rng.choice(["African-American", "other"], 50), "alooa_cross_fit": rng.normal(0.1, 0.2, 50),
+                         "looa_cross_fit": rng.normal(0.05, 0.05, 50)})
+
+
 @pytest.mark.parametrize("make", [
     lambda: plots.attribute_gap_grid(_gap_frame()),
     lambda: plots.delta_vs_epsilon(_delta_frame()),
-], ids=["attribute_gap", "delta_vs_epsilon"])
+    lambda: plots.delta_by_attack(_attack_frame()),
+    lambda: plots.looa_vs_alooa(_looa_frame(), title="COMPAS · LR · DP-SGD · ε = 10 · seed 0: cross-fitted advantage "
+                                "per target record"),
+], ids=["attribute_gap", "delta_vs_epsilon", "delta_by_attack", "looa_vs_alooa"])
 def test_no_text_is_drawn_over_another(make):
     fig = make()
     assert overlapping_texts(fig) == []
