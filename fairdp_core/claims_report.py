@@ -140,11 +140,11 @@ def _verdict_text(r: pd.Series, base: dict | None) -> str:
 # claim, which is this study's reading (issue text, fixed for every page)
 FIRST_SCREEN_NAMES = {
     "dpsgd_s_paper": "<b>Paper's rule made DP</b> (<code>dpsgd_s_paper</code>, decides the claim)",
-    "dpsgd_s_paper_code": "<b>Paper's algorithm as published</b> (<code>dpsgd_s_paper_code</code>, its released "
-                          "code; not DP)",
+    "dpsgd_s_paper_code": "<b>Paper's algorithm as published</b> (<code>dpsgd_s_paper_code</code>, the released "
+                          "code, not DP)",
     "dpsgd_s": "<b>This study's quantile reading</b> of the paper's text (<code>dpsgd_s</code>)",
 }
-SHORT_DESIGN = "m = n, 2R = 400, the paper's clip bounds and epochs"
+SHORT_DESIGN = "m = n, 2R = 400, the paper's C and epochs"
 
 
 def _answer(paper: pd.DataFrame, have: int, cells: int) -> str:

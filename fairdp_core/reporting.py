@@ -522,7 +522,7 @@ def build_index(params: Params, *, first_screen: str = "", claims: str = "") -> 
     page = f"""<!doctype html><html><head><meta charset="utf-8"><title>fairdp results</title>
 <style>{_INDEX_CSS}</style></head><body>
 <h1>fairdp: group privacy risk under DP-SGD and DP-SGD-S</h1>
-<p class="meta">Δ: the largest gap between two groups' mean membership advantage (pp).
+<p class="meta">Δ: the largest gap in group membership risk (pp).
 <a href="#how-to-read">How to read these numbers</a>.</p>
 {first_screen}
 <h2>Reports</h2><ul>{links}</ul>

@@ -224,18 +224,18 @@ for name, make in RIVALS.items():
     rows.append({"method": name, "lr": opt.param_groups[0]["lr"], "C": final_c, "σ": sigma_eff,
                  "q": dl.sample_rate,
                  "T": pe.accountant.history[-1][2], "ε": pe.get_epsilon(DELTA), "accuracy_pct": 100 * accuracy(model)})
-display(Markdown("The rivals' C at the end of training (DPSGD-F: the largest group bound; Global-Adapt: its C; AdaClip: "
-                 "its tracked bound), σ_eff, q, T, ε and accuracy are in the summary below."))
 
 # %% [markdown]
 # ## Summary
+# The rivals' C is the one at the end of training (DPSGD-F: the largest group bound; Global-Adapt: its C; AdaClip: its
+# tracked bound).
 
 # %%
 summary = pd.DataFrame(rows)
 table(summary, f"The {len(summary)} runs on {n_train:,} images: learning rate, C (DP-SGD-S, DPSGD-F: the largest group bound), "
       "noise multiplier σ (for the rules that release counts, σ_eff), Poisson q, steps T, ε at δ = 1e-5 (RDP "
       "accountant; the tuned run includes the quantile release) and test accuracy", "{:.3f}")
-fig, ax = plots.plt.subplots(figsize=(6, 2.4))
+fig, ax = plots.plt.subplots(figsize=(5.5, 1.6))
 kinds = ["DP-SGD", "DP-SGD", "DP-SGD-S", *RIVALS]
 ax.barh(summary["method"], summary["accuracy_pct"], color=[plots.ALGORITHM_COLORS[k] for k in kinds])
 ax.invert_yaxis()
