@@ -140,11 +140,10 @@ def _verdict_text(r: pd.Series, base: dict | None) -> str:
 # claim, which is this study's reading (issue text, fixed for every page)
 FIRST_SCREEN_NAMES = {
     "dpsgd_s_paper": "<b>Paper's rule made DP</b> (<code>dpsgd_s_paper</code>, decides the claim)",
-    "dpsgd_s_paper_code": "<b>Paper's algorithm as published</b> (<code>dpsgd_s_paper_code</code>, the released "
-                          "code, not DP)",
-    "dpsgd_s": "<b>This study's quantile reading</b> of the paper's text (<code>dpsgd_s</code>)",
+    "dpsgd_s_paper_code": "<b>Paper's algorithm as published</b> (<code>dpsgd_s_paper_code</code>, not DP)",
+    "dpsgd_s": "<b>This study's quantile reading</b> (<code>dpsgd_s</code>)",
 }
-SHORT_DESIGN = "m = n, 2R = 400, the paper's C and epochs"
+SHORT_DESIGN = "m = n, 2R = 400, paper's C and epochs"
 
 
 def _answer(paper: pd.DataFrame, have: int, cells: int) -> str:
@@ -249,8 +248,8 @@ def claims_first_screen(summaries_dir: Path, profile: Path, frame: tuple | None 
     return (
         f"<div class='findings'>{question}<p><b>{html.escape(_answer(paper, len(have), len(cells)))}</b></p>"
         f"<ul>{lines}</ul>"
-        "<table id='quoted-claims'><caption>The paper's quoted claims, ε = 10: Δ(paper's rule made DP) − Δ(DP-SGD), "
-        f"pp, paired by seed, Bonferroni 95%; design {SHORT_DESIGN} (<a href='#claims'>details</a>).</caption>"
+        "<table id='quoted-claims'><caption>The paper's quoted claims, ε = 10: Δ(rule made DP) − Δ(DP-SGD), "
+        f"pp, paired by seed, Bonferroni 95%; {SHORT_DESIGN} (<a href='#claims'>details</a>).</caption>"
         "<tr><th>cell</th><th>paper Δ (pp)</th><th>in-sample</th><th>cross-fitted</th><th>seeds</th>"
         f"<th>verdict</th><th>released code</th></tr>{''.join(rows)}</table></div>")
 
