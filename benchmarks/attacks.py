@@ -3,7 +3,7 @@
     python benchmarks/attacks.py [--M 400] [--m 10000] [--rounds 3] [--out benchmarks]
 
 One synthetic bank of the paper's design (M = 2R = 400 models in complementary pairs, m audited records, two
-groups, scores with a small membership signal): every attack of the attack stage (``attack_bank``, timed per attack
+groups, scores with a small membership signal): every attack of the attack stage (``audit.run.audit``, timed per attack
 by the stage's own timer), and, interleaved round by round, the two hot paths against their slow references
 (``tests/attack_references.py``: each column or row sorted afresh): the null-corrected estimator (50 label
 permutations) and PA-GBA's null floor (refits on 50 permuted group labels). Results are checked equal before they
@@ -25,8 +25,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from fairdp_core.audit import attacks  # noqa: E402
+from fairdp_core.audit.run import audit  # noqa: E402
 from fairdp_core.audit.stats import delta_pp, gpr  # noqa: E402
-from fairdp_core.stages.attack import attack_bank  # noqa: E402
 from tests import attack_references as ref  # noqa: E402
 
 
@@ -75,8 +75,8 @@ def main(argv=None) -> int:
                 f()
                 times.setdefault(f"{path}|{name}", []).append(time.perf_counter() - t)
         t = time.perf_counter()
-        *_, timings = attack_bank(loss, -loss, mem, g, ["a", "b"], alpha=0.05, n_perm=200, n_null=50, stats_seed=0,
-                                  delta=1e-5)
+        timings = audit(loss, -loss, mem, g, ["a", "b"], alpha=0.05, n_perm=200, n_null=50, stats_seed=0,
+                        delta=1e-5).timings
         stage.append({"total_s": time.perf_counter() - t, **timings})
     med = {k: float(np.median(v)) for k, v in times.items()}
     stage_med = {k: float(np.median([s[k] for s in stage])) for k in stage[0]}
@@ -89,7 +89,7 @@ def main(argv=None) -> int:
     for path in ("null-corrected", "PA-GBA null floor"):
         a, b = med[f"{path}|reference"], med[f"{path}|shared sort"]
         lines.append(f"| {path} | {a:.2f} | {b:.2f} | {a / b:.2f}× |")
-    lines += ["", "The attack stage's own timer (`attack_bank`, shared sorts), median seconds per attack:", "",
+    lines += ["", "The attack stage's own timer (`audit.run.audit`, shared sorts), median seconds per attack:", "",
               "| attack | s |", "|---|---|"]
     lines += [f"| {k.removesuffix('_s')} | {v:.2f} |" for k, v in stage_med.items()]
     (out / "attacks.md").write_text("\n".join(lines) + "\n")

@@ -14,8 +14,8 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-__all__ = ["MANIFEST", "OutputDirError", "atomic_dir", "atomic_path", "check_output_dir", "sweep_stale", "write_managed_dir",
-           "write_text"]
+__all__ = ["MANIFEST", "OutputDirError", "atomic_dir", "atomic_path", "check_output_dir", "jsonable", "sweep_stale",
+           "write_managed_dir", "write_text"]
 
 
 def _alive(pid: int) -> bool:
@@ -167,3 +167,20 @@ def write_managed_dir(out: str | os.PathLike, write: Callable[[Path], None], *, 
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return out
+
+
+def jsonable(x):
+    """``x`` with numpy scalars and arrays as plain Python, non-finite floats as None (strict JSON)."""
+    import numpy as np
+
+    if isinstance(x, dict):
+        return {k: jsonable(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [jsonable(v) for v in x]
+    if isinstance(x, np.ndarray):
+        return jsonable(x.tolist())
+    if isinstance(x, (np.floating, float)):
+        return None if not np.isfinite(float(x)) else float(x)
+    if isinstance(x, np.integer):
+        return int(x)
+    return x

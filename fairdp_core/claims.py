@@ -117,7 +117,7 @@ def _compact_attack(a: dict) -> dict:
 
 def run_one(params: Params, name: str, part: str, summaries: Path, *, commit: str, progress: bool = True) -> dict:
     """Train and attack run ``name`` in this checkout's results/ and write its summary; returns the summary."""
-    from .stages import jsonable
+    from .atomic import jsonable
     from .stages.attack import run_attack
     from .stages.design import write_design
     from .stages.train import run_train

@@ -14,7 +14,7 @@ pool less the audited records): it reads only each model's own training data, an
 models. Its ε_q is charged to every model's total. (Being the same in every model, it is invisible to the audit,
 which compares models with and without a record: Δ measures the training's leakage at that C.)
 
-Both arms are audited with the study's attacks (:func:`fairdp_core.stages.attack.attack_bank`, the signals computed
+Both arms are audited with the study's attacks (:func:`fairdp_core.audit.run.audit`, the signals computed
 as the train stage computes them); Δ is PA-ALOOA cross-fitted's, in pp. Per dataset, the B − A differences of Δ and
 of test accuracy over seeds get a t interval, the exact sign-flip p and the minimal detectable effect.
 
@@ -108,9 +108,9 @@ def _design_digest(design) -> str:
 
 def _audit(bank, data, design, plan: dict, *, eval_batch: int) -> dict:
     """Test accuracy and the study's attacks on one bank (signals as the train stage computes them)."""
+    from .audit.run import audit
     from .audit.signals import logit_confidence
     from .engine import bank_accounting
-    from .stages.attack import attack_bank
 
     idx = design.audit_idx
     loss, logits = bank.evaluate(data.train.X[idx], data.train.y[idx], batch_size=eval_batch)
@@ -118,9 +118,9 @@ def _audit(bank, data, design, plan: dict, *, eval_batch: int) -> dict:
     _, test_logits = bank.evaluate(data.test.X, data.test.y, batch_size=eval_batch)
     acc = (test_logits.argmax(-1) == data.test.y[None]).mean(1)
     acct = bank_accounting(bank.accounting)
-    _, _, attacks, _, _ = attack_bank(loss, phi, design.membership, design.audit_group, list(data.group_names),
-                                      alpha=plan["alpha"], n_perm=plan["n_perm"], n_null=plan["n_null"],
-                                      stats_seed=plan["stats_seed"], delta=acct["delta"])
+    attacks = audit(loss, phi, design.membership, design.audit_group, list(data.group_names), alpha=plan["alpha"],
+                    n_perm=plan["n_perm"], n_null=plan["n_null"], stats_seed=plan["stats_seed"],
+                    delta=acct["delta"]).attacks
     a = attacks["alooa_cross_fit"]
     return {"accuracy": float(acc.mean()), "accounting": acct,
             "alooa_cross_fit": {k: a[k] for k in ("gpr", "delta_pp", "delta_lo", "delta_hi", "null_floor_pp",
@@ -383,8 +383,7 @@ def markdown(res: dict) -> str:
 
 def write_clip_study(res: dict, out: str | os.PathLike = "reports/tuning") -> tuple[Path, Path]:
     """``clip_study.json`` and ``clip_study.md`` in ``out``, each written atomically."""
-    from .atomic import write_text
-    from .stages import jsonable
+    from .atomic import jsonable, write_text
 
     out = Path(out)
     js, md = out / "clip_study.json", out / "clip_study.md"

@@ -38,13 +38,11 @@ import pandas as pd
 import torch
 from torch import nn
 
-from .atomic import write_managed_dir
-from .audit.attacks import OFFLINE_RMIA_MIN_MODELS, lira_scores, rmia_scores
+from .atomic import jsonable, write_managed_dir
 from .audit.design import audit_design
 from .audit.inference import cross_fit_contributions, group_inference
+from .audit.run import audit
 from .audit.signals import logit_confidence
-from .stages import jsonable
-from .stages.attack import attack_bank
 from .versions import package_versions
 
 __all__ = ["CustomAudit", "audit_bank", "audit_csv", "audit_model", "correctness_labels", "load_model_spec"]
@@ -253,8 +251,8 @@ def audit_bank(loss: np.ndarray, membership: np.ndarray, groups: np.ndarray, *, 
     else:  # p = exp(−loss): φ = log p − log(1 − p)
         p = np.clip(np.exp(-loss), 1e-12, 1 - 1e-12)
         phi = np.log(p) - np.log1p(-p)
-    records, group_rows, attacks, low_fpr, _ = attack_bank(
-        loss, phi, mem, g, names, alpha=alpha, n_perm=n_perm, n_null=n_null, stats_seed=seed, delta=delta)
+    result = audit(loss, phi, mem, g, names, alpha=alpha, n_perm=n_perm, n_null=n_null, stats_seed=seed, delta=delta)
+    records, group_rows, attacks, low_fpr = result.records, result.group_rows, result.attacks, result.low_fpr
     groups_df = pd.DataFrame([r for r in group_rows if r["attack"] != "lira_online_lowfpr"])
     groups_df = groups_df.assign(gpr_pp=100 * groups_df["gpr"],
                                  lo_pp=100 * pd.to_numeric(groups_df["gpr_lo"], errors="coerce"),
@@ -262,9 +260,8 @@ def audit_bank(loss: np.ndarray, membership: np.ndarray, groups: np.ndarray, *, 
     groups_df = groups_df.rename(columns={"group": "group_code"}).rename(columns={"group_name": "group"})[
         ["attack", "group", "n_records", "gpr_pp", "lo_pp", "hi_pp"]]
     # ROC per group over the (model, record) pairs: LiRA online, RMIA, and the raw loss
-    sig = {"lira_online": lira_scores(phi, mem, mode="online"), "rmia": rmia_scores(phi, mem),
-           **({"rmia_offline": rmia_scores(phi, mem, mode="offline")} if M >= OFFLINE_RMIA_MIN_MODELS else {}),
-           "alooa": -loss}
+    sig = {k: result.scores[k] for k in ("lira_online", "rmia", "rmia_offline") if k in result.scores}
+    sig["alooa"] = -loss
     roc_rows = []
     for a, sc in sig.items():
         for k, name in enumerate(names):

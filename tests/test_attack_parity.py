@@ -7,7 +7,7 @@
   the vectorised code must equal), and the reference definitions of fairdp_core/audit/reference.py (the authors'
   choices: LiRA's median centre and two-sided offline test, RMIA's earlier population rule) compared with the
   project's: equal where the definitions agree, the deliberate differences explained;
-- a no-leak bank and a planted per-group leak for every attack of the registry (``stages.attack.ATTACKS``), so a
+- a no-leak bank and a planted per-group leak for every attack of the registry (``audit.run.REGISTRY``), so a
   new attack is checked without new test code.
 
 Synthetic banks: complementary model pairs (every record IN in half the models), φ = record effect + model noise
@@ -25,7 +25,7 @@ from scipy.stats import norm, rankdata, spearmanr
 from fairdp_core.audit.attacks import choose_offline_a, lira_scores, pair_folds, rmia_scores
 from fairdp_core.audit.inference import cross_fit_contributions, group_inference
 from fairdp_core.audit.reference import lira_reference, parity_table, rmia_reference
-from fairdp_core.stages.attack import ATTACKS, INTERVALS, attack_bank
+from fairdp_core.audit.run import ATTACKS, INTERVALS, audit
 
 
 def _bank(M: int, m: int, seed: int, leak: float = 0.0, leak_group: int = 1, p_group: float = 0.3):
@@ -273,15 +273,14 @@ def test_parity_table_has_a_row_per_attack_and_its_numbers():
 
 @pytest.fixture(scope="module")
 def audited():
-    """attack_bank on a no-leak bank and on a bank whose group-1 members leak (+1.0 on φ), 16 models, 1,500
+    """audit on a no-leak bank and on a bank whose group-1 members leak (+1.0 on φ), 16 models, 1,500
     records (30% in group 1), seed 9; 200 permutations."""
     out = {}
     for name, leak in (("null", 0.0), ("leak", 1.0)):
         phi, mem, g = _bank(16, 1500, seed=9, leak=leak)
         loss = np.log1p(np.exp(-phi))  # −log sigmoid(φ): the loss of the labelled class
-        _, _, summ, _, _ = attack_bank(loss, phi, mem, g, ["g0", "g1"], alpha=0.05, n_perm=200, n_null=20,
-                                       stats_seed=0, delta=1e-5)
-        out[name] = summ
+        out[name] = audit(loss, phi, mem, g, ["g0", "g1"], alpha=0.05, n_perm=200, n_null=20, stats_seed=0,
+                          delta=1e-5).attacks
     return out
 
 

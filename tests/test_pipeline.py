@@ -252,7 +252,7 @@ def test_audit_command_writes_every_artifact_atomically(law_smoke, monkeypatch, 
             assert c["lo_pp"] <= c["diff_pp"] <= c["hi_pp"] and abs(c["diff_pp"]) == pytest.approx(a["delta_pp"])
     assert set(s["low_fpr"]) == {"White", "non-White"}
 
-    import fairdp_core.stages.attack as attack_mod
+    import fairdp_core.audit.run as attack_mod
 
     def boom(*a, **k):
         raise KeyboardInterrupt("killed mid-stage")

@@ -12,6 +12,8 @@ import os
 import sys
 from collections.abc import Callable
 
+from ..atomic import jsonable  # noqa: F401  (re-exported: the stages write their JSON with it)
+
 __all__ = ["jsonable", "read_plan", "stage_main", "write_timings"]
 
 # glibc's allocator maps and zeroes large per-step temporaries afresh every step (docs/performance.md); the
@@ -45,23 +47,6 @@ def stage_main(name: str, fn: Callable[[list[str]], int], argv: list[str] | None
         msg = e.args[0] if isinstance(e, KeyError) and e.args else str(e)
         print(f"fairdp {name}: error: {msg}", file=sys.stderr)
         return 2
-
-
-def jsonable(x):
-    """``x`` with numpy scalars and arrays as plain Python, non-finite floats as None (strict JSON)."""
-    import numpy as np
-
-    if isinstance(x, dict):
-        return {k: jsonable(v) for k, v in x.items()}
-    if isinstance(x, (list, tuple)):
-        return [jsonable(v) for v in x]
-    if isinstance(x, np.ndarray):
-        return jsonable(x.tolist())
-    if isinstance(x, (np.floating, float)):
-        return None if not np.isfinite(float(x)) else float(x)
-    if isinstance(x, np.integer):
-        return int(x)
-    return x
 
 
 def read_plan(path: str | os.PathLike) -> dict:
