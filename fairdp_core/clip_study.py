@@ -215,8 +215,8 @@ def _config(params: Params, dataset: str, seed: int, data, *, model: str, epsilo
 
 
 def _summary(dataset: str, rows: list[dict], alpha: float) -> dict:
+    from .audit.pooling import minimal_detectable_effect
     from .audit.stats import paired_seed_comparison
-    from .reporting import minimal_detectable_effect
 
     def col(k):
         return np.array([r[k] for r in rows], float)

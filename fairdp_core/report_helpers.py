@@ -16,8 +16,8 @@ import pandas as pd
 
 from .atomic import write_text
 
-__all__ = ["COLUMN_LABELS", "eps_panels", "fill_parameters", "findings", "flat_scalars", "frames", "shower", "tabler",
-           "write_metrics"]
+__all__ = ["COLUMN_LABELS", "eps_panels", "fill_parameters", "findings", "flat_scalars", "frames", "left_out", "shower",
+           "tabler", "write_metrics"]
 
 _TABLE_IDS = itertools.count()
 
@@ -179,6 +179,19 @@ def write_metrics(path: str | os.PathLike, metrics: Mapping) -> None:
 
 FINDINGS_STYLE = ("background:#f5f8fc;border:1px solid #c9d8ea;border-radius:6px;padding:0.5em 1em;margin:0.8em 0;"
                   "font-size:1.05em")
+
+
+def left_out(params_file: str | os.PathLike) -> None:
+    """Say, in one line, which runs of the profile this page leaves out and why
+    (:func:`fairdp_core.reporting.left_out_sentence`); nothing when none is."""
+    from IPython.display import Markdown, display
+
+    from .config import load_params
+    from .reporting import left_out_sentence
+
+    sentence = left_out_sentence(load_params(params_file))
+    if sentence:
+        display(Markdown(f"*{sentence}*"))
 
 
 def findings(sentences: list[str], numbers: Mapping[str, float | int]) -> dict[str, float | int]:

@@ -7,13 +7,16 @@ import json
 import shutil
 import subprocess
 import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
 from .atomic import write_text as _atomic_write
-from .audit.stats import holm, paired_seed_comparison, pool_over_seeds, seed_mean_interval, seeds_for_power
+from .audit.pooling import correlation_interval, mean_clipped, minimal_detectable_effect, seed_stats
+from .audit.stats import paired_seed_comparison, seed_mean_interval, seeds_for_power
 from .config import ConfigError, Params
 from .results import (
     ALGORITHM_LABELS,
@@ -29,13 +32,14 @@ from .versions import package_versions
 
 __all__ = [
     "NOTEBOOKS",
+    "REPORTS",
+    "Report",
     "PAPER_EFFECTS_PP",
-    "PAPER_REPORTED",
     "build_index",
+    "left_out_runs",
+    "left_out_sentence",
     "audit_claims",
-    "correlation_interval",
     "main_table",
-    "minimal_detectable_effect",
     "notebook_parameters",
     "pilot_summary",
     "read_notebook",
@@ -43,32 +47,81 @@ __all__ = [
     "seeds_for_power",
 ]
 
-NOTEBOOKS = ("audit_comparison", "dpsgd_s_sweep", "group_gpr", "outcome_fairness", "quickstart", "beyond_membership",
-             "synthetic_data")
-
-# The reference paper's reported examples (docs/study.md, 'The reference paper'; Δ in pp of attack advantage, mean
-# over 5 seeds).
-PAPER_REPORTED = {
-    ("mnist", "cnn", 10): {"dpsgd": {"delta_pp": 3.54}, "dpsgd_s": {"delta_pp": 2.91}},
-    ("adult", "lr", 10): {"dpsgd": {"delta_pp": 0.27}, "dpsgd_s": {"delta_pp": 0.17}},
-    ("law", "lr", 10): {"dpsgd": {"delta_pp": 0.59, "accuracy": 0.8974}, "dpsgd_s": {"delta_pp": 0.41,
-                                                                                      "accuracy": 0.8956}},
-    # the paper's Law task is its code's (first-attempt pass): law_paper here; "law" above is the study's own
-    ("law_paper", "lr", 10): {"dpsgd": {"delta_pp": 0.59, "accuracy": 0.8974},
-                              "dpsgd_s": {"delta_pp": 0.41, "accuracy": 0.8956}},
-}
 # The paper's effects at ε = 10 (DP-SGD-S − DP-SGD, pp), for power: Adult, Law, MNIST-CNN.
 PAPER_EFFECTS_PP = {"adult-lr": 0.17 - 0.27, "law-lr": 0.41 - 0.59, "mnist-cnn": 2.91 - 3.54}
 
 
-def minimal_detectable_effect(sd_diff: float, seeds: int, *, alpha: float = 0.05, power: float = 0.8) -> float:
-    """The smallest |effect| a paired two-sided t test at ``alpha`` detects with ``power`` from ``seeds`` seeds
-    (the normal-approximation form with t quantiles: (t_{1-α/2} + t_{power}) · SD / √S)."""
-    from scipy import stats as st
+@dataclass(frozen=True)
+class Report:
+    """One report page: notebooks/<name>.py rendered to reports/<name>.html. ``title`` and ``question`` are its link
+    on the index; ``parameters``: what papermill injects beyond the common paths (a function of the params);
+    ``runs``: ``"membership"`` (the grid's membership runs; the runs kept for the beyond-membership page are left
+    out and the page says so, :func:`left_out_runs`) or ``"all"``; ``show_code``: the page renders its code cells
+    (a worked example to copy; the pipeline's plumbing cells are tagged hide-input)."""
 
-    if seeds < 2:
-        return float("inf")
-    return float((st.t.ppf(1 - alpha / 2, seeds - 1) + st.t.ppf(power, seeds - 1)) * sd_diff / seeds ** 0.5)
+    name: str
+    title: str
+    question: str
+    parameters: Callable[[Params], dict]
+    runs: str = "membership"
+    show_code: bool = False
+
+
+def _quickstart_parameters(p: Params) -> dict:
+    """MNIST images for the Opacus quickstart: 5,000, or the prepared training set when smaller (smoke)."""
+    return {"seed": p.seed, "epsilon_target": 10.0,
+            "n_train": min(5000, (p.data.datasets["mnist"].train_size or 5000) if "mnist" in p.data.datasets else 5000)}
+
+
+def _beyond_parameters(p: Params) -> dict:
+    return {"beyond_dir": str(p.resolve("results/beyond")), "seed": p.seed, "beyond": p.beyond.model_dump(),
+            "stored_utility": str(p.resolve("reports/paper/beyond_utility.json"))}
+
+
+def _synthetic_parameters(p: Params) -> dict:
+    return {"seed": p.seed, "synth_dir": str(p.resolve("results/synth")),
+            "synth_audit_dir": str(p.resolve("results/synth_audit")), "synth": p.synth.model_dump(),
+            "stored_synth_dir": str(p.resolve("reports/paper/synth"))}
+
+
+# The report registry, in the index's order: the stages (dvc.yaml), the index's links, CI's checks and the tests
+# derive from it (tests/test_pipeline.py checks that every entry has a stage writing its page).
+REPORTS: dict[str, Report] = {r.name: r for r in (
+    Report("audit_comparison", "Audit comparison",
+           "Does PA-ALOOA agree with PA-LOOA, and is it stricter than PA-GA, PA-GBA, LiRA and RMIA? Δ and GPR by"
+           " attack with each attack's null floor, and the estimators' bias under no leakage.",
+           parameters=lambda p: {"looa_runs": list(p.audit.looa.runs), "n_null": p.audit.n_null, "seed": p.seed}),
+    Report("dpsgd_s_sweep", "DP-SGD-S sweep (τ, γ)",
+           "How do DP-SGD-S's τ and γ move Δ and accuracy against DP-SGD at the same ε (every setting shown, "
+           "none selected)?",
+           parameters=lambda p: {"sweep": None if p.sweep is None else p.sweep.model_dump()}),
+    Report("group_gpr", "Group privacy risk",
+           "Which groups does membership inference hit hardest, under SGD, DP-SGD and DP-SGD-S, on every dataset"
+           " and ε? Δ against ε, accuracy against Δ, which groups DP-SGD-S made safer or riskier, and each rule "
+           "(DP-SGD-S's variants and its rivals DPSGD-F, DPSGD-Global-Adapt, AdaClip) against DP-SGD, paired by "
+           "seed where a profile runs two or more.",
+           parameters=lambda p: {"seed": p.seed}),
+    Report("outcome_fairness", "Outcome fairness",
+           "Does DP-SGD-S trade privacy fairness for outcome fairness? Accuracy parity, demographic parity, "
+           "equal opportunity and equalized odds per dataset and ε.",
+           parameters=lambda p: {"n_boot": min(p.audit.n_boot, 500), "seed": p.seed}),
+    Report("quickstart", "Quickstart for Opacus users",
+           "How do I use this in my own Opacus loop? DP-SGD with make_private, ε from the accountant, the "
+           "clipping bound chosen privately, then DP-SGD-S with make_private_dpsgd_s and its rivals DPSGD-F, "
+           "DPSGD-Global-Adapt and AdaClip (MNIST, run in the pipeline).",
+           parameters=_quickstart_parameters, show_code=True),
+    Report("beyond_membership", "Beyond membership",
+           "Does DP-SGD also protect against attribute inference and model inversion, and do these risks, like "
+           "membership, fall unequally on groups? Success and advantage per group, members against non-members, "
+           "SGD against DP-SGD at each ε of the profile; DP-SGD's utility on MNIST at ε = 2.",
+           parameters=_beyond_parameters, runs="all"),
+    Report("synthetic_data", "DP synthetic data (DPDSyn)",
+           "A second route to DP: does task-oriented DP synthetic data (DPDSyn) beat MST and DP GANs, approach "
+           "DP-SGD on the real data, and spread membership risk across groups more evenly than DP-SGD? "
+           "Train-on-synthetic accuracy per group, fidelity, the group audit, verdicts.",
+           parameters=_synthetic_parameters),
+)}
+NOTEBOOKS = tuple(REPORTS)
 
 
 def notebook_parameters(params: Params, name: str) -> dict[str, object]:
@@ -79,26 +132,10 @@ def notebook_parameters(params: Params, name: str) -> dict[str, object]:
         "prepared_dir": str(params.resolve(params.data.prepared_dir)),
         "figures_dir": str(params.resolve("reports/figures") / name),
         "metrics_path": str(params.resolve("reports/metrics") / f"{name}.json"),
-        "runs": ({k: v.model_dump() for k, v in params.runs.items()} if name == "beyond_membership"
+        "runs": ({k: v.model_dump() for k, v in params.runs.items()} if REPORTS[name].runs == "all"
                  else membership_runs(params)), "profile": params.profile, "alpha": params.audit.alpha,
     }
-    extra = {
-        "audit_comparison": {"looa_runs": list(params.audit.looa.runs), "n_null": params.audit.n_null, "seed": params.seed},
-        "dpsgd_s_sweep": {"sweep": None if params.sweep is None else params.sweep.model_dump()},
-        "group_gpr": {"seed": params.seed},
-        "synthetic_data": {"seed": params.seed, "synth_dir": str(params.resolve("results/synth")),
-                           "synth_audit_dir": str(params.resolve("results/synth_audit")),
-                           "synth": params.synth.model_dump(),
-                           "stored_synth_dir": str(params.resolve("reports/paper/synth"))},
-        "outcome_fairness": {"n_boot": min(params.audit.n_boot, 500), "seed": params.seed},
-        # MNIST images for the Opacus quickstart: 5,000, or the prepared training set when smaller (smoke)
-        "beyond_membership": {"beyond_dir": str(params.resolve("results/beyond")), "seed": params.seed,
-                              "beyond": params.beyond.model_dump(),
-                              "stored_utility": str(params.resolve("reports/paper/beyond_utility.json"))},
-        "quickstart": {"seed": params.seed, "epsilon_target": 10.0,
-                       "n_train": min(5000, (params.data.datasets["mnist"].train_size or 5000)
-                                      if "mnist" in params.data.datasets else 5000)},
-    }[name]
+    extra = REPORTS[name].parameters(params)
     return {**common, **extra}
 
 
@@ -114,14 +151,10 @@ def read_notebook(path: Path):
     return nb
 
 
-# The reports that render their code cells (a worked example to copy); the others show their outputs only
-SHOW_CODE = ("quickstart",)
-
-
 def run_notebook(params: Params, name: str) -> Path:
     """Execute notebooks/<name>.py (a jupytext percent script) with papermill (explicit kernel, execution timeout,
     parameters checked against the notebook's ``parameters`` cell both ways) and render reports/<name>.html with
-    code hidden (except :data:`SHOW_CODE`'s). Stderr output (warnings) goes to this process's stderr, never into
+    code hidden (except where the registry says ``show_code``). Stderr output (warnings) goes to this process's stderr, never into
     the report."""
     import sys
 
@@ -164,8 +197,9 @@ def run_notebook(params: Params, name: str) -> Path:
             cell["outputs"] = kept
     nb.metadata.pop("papermill", None)
     _findings_first(nb)
-    exporter = HTMLExporter(exclude_input=name not in SHOW_CODE, exclude_input_prompt=True, exclude_output_prompt=True)
-    if name in SHOW_CODE:  # its code is the example; the pipeline's plumbing cells are tagged hide-input
+    show_code = REPORTS[name].show_code
+    exporter = HTMLExporter(exclude_input=not show_code, exclude_input_prompt=True, exclude_output_prompt=True)
+    if show_code:  # its code is the example; the pipeline's plumbing cells are tagged hide-input
         from nbconvert.preprocessors import TagRemovePreprocessor
 
         exporter.register_preprocessor(TagRemovePreprocessor(remove_input_tags=("hide-input",),
@@ -222,95 +256,6 @@ def _q_range(lo: float, hi: float) -> str:
     return f"{hi:.4g}" if f"{lo:.4g}" == f"{hi:.4g}" else f"{lo:.4g}–{hi:.4g} (σ calibrated at the largest)"
 
 
-def _pooled_delta(g: pd.DataFrame, alpha: float) -> dict[str, float]:
-    """Δ over seeds: every pairwise contrast pooled over the seeds (:func:`pool_over_seeds`), then the simultaneous
-    interval of Δ = max |contrast| (Bonferroni over the pairs), in pp; and the two-group contrast itself."""
-    per_pair: dict[tuple[int, int], list[dict]] = {}
-    for cs in g["contrasts"]:
-        for c in cs or []:
-            per_pair.setdefault((c["k"], c["l"]), []).append(c)
-    if not per_pair:
-        return {}
-    a_adj = alpha / len(per_pair)
-    # the expected share of audited records two seeds' designs have in common: m / n (1 when every record is audited)
-    shared = float(np.clip((g["m"] / g["n_train"]).mean(), 0, 1)) if g["n_train"].notna().all() else 1.0
-
-    def pool(cs, a):
-        return pool_over_seeds([c["diff"] for c in cs], [c["se"] for c in cs], [c["df"] for c in cs], alpha=a,
-                               v_rec=[c.get("v_rec", 0.0) for c in cs], v_cell=[c.get("v_cell", 0.0) for c in cs],
-                               shared=shared)
-
-    pooled = {kl: pool(cs, a_adj) for kl, cs in per_pair.items()}
-    lo = max((0.0 if r["lo"] <= 0 <= r["hi"] else min(abs(r["lo"]), abs(r["hi"]))) for r in pooled.values())
-    hi = max(max(abs(r["lo"]), abs(r["hi"])) for r in pooled.values())
-    p = holm([r["p"] for r in pooled.values()])
-    het = [r["p_het"] for r in pooled.values() if np.isfinite(r["p_het"])]
-    out = {"delta_lo": 100 * lo, "delta_hi": 100 * hi, "p_delta": float(np.nanmin(p)),
-           "p_seed_heterogeneity": float(min(het)) if het else float("nan")}
-    if len(pooled) == 1:
-        r = pool(next(iter(per_pair.values())), alpha)
-        out.update(contrast_pp=100 * r["mean"], contrast_lo=100 * r["lo"], contrast_hi=100 * r["hi"])
-    gprs = np.array([x for x in g["gpr"] if x is not None], dtype=float)
-    if gprs.ndim == 2 and len(gprs):
-        mean_gpr = np.nanmean(gprs, 0)  # Δ of the seed-averaged GPRs: the quantity the interval is for
-        out["delta_pooled_pp"] = float(100 * (np.nanmax(mean_gpr) - np.nanmin(mean_gpr)))
-    return out
-
-
-def _mean_clipped(g: pd.DataFrame) -> dict[str, float] | None:
-    """Per group, the fraction of per-sample gradients clipped during training, averaged over the seeds."""
-    if "clipped_fraction" not in g:
-        return None
-    parts = [c for c in g["clipped_fraction"] if isinstance(c, dict)]
-    if not parts:
-        return None
-    return {k: float(np.mean([c[k] for c in parts if c.get(k) is not None])) for k in parts[0]}
-
-
-def _seed_stats(g: pd.DataFrame, alpha: float = 0.05) -> pd.Series:
-    """One configuration over its seeds: means and SDs, Δ's interval and the two-group contrast pooled over the
-    seeds (each seed's crossed variance; Cochran's Q flags seeds that disagree), the null floor, and the
-    models-that-learn check."""
-    one = len(g) == 1
-    acc = float(g["accuracy"].mean())
-    majority = float(g["majority_rate"].mean()) if g["majority_rate"].notna().any() else float("nan")
-    top = float(g["top_pred_share"].max()) if g["top_pred_share"].notna().any() else float("nan")
-    bal = g["balanced_accuracy"] if "balanced_accuracy" in g else pd.Series(dtype=float)
-    balanced = float(bal.mean()) if bal.notna().all() and len(bal) else float("nan")
-    clipped = _mean_clipped(g)
-    pooled = _pooled_delta(g, alpha) if "contrasts" in g else {}
-    if not pooled and one:  # one seed and no per-pair contrasts in its summary: the bank's own interval
-        pooled = {"delta_lo": g["delta_lo"].iloc[0], "delta_hi": g["delta_hi"].iloc[0], "p_delta": g["p_delta"].iloc[0]}
-    if not pooled:  # no per-pair contrasts stored: the t interval of the mean plug-in Δ over seeds, clipped at 0
-        over = seed_mean_interval(g["delta_pp"].to_numpy(float), alpha=alpha)
-        pooled = {"delta_lo": max(0.0, over["lo"]), "delta_hi": over["hi"], "p_delta": float("nan")}
-    acc_ci = seed_mean_interval(g["accuracy"].to_numpy(float), alpha=alpha)
-    return pd.Series({
-        "seeds": int(g["seed"].nunique()), "accuracy": acc,
-        "accuracy_sd": float(g["accuracy"].std(ddof=1)) if not one else float("nan"),
-        "accuracy_lo": float("nan") if acc_ci["lo"] is None else acc_ci["lo"],
-        "accuracy_hi": float("nan") if acc_ci["hi"] is None else acc_ci["hi"],
-        "majority_rate": majority, "top_pred_share": top, "balanced_accuracy": balanced,
-        # degenerate: (almost) one predicted class, or balanced accuracy below 0.52 (summaries without it: no
-        # better than always predicting the majority class)
-        "degenerate": bool(top >= 0.99 or (balanced < 0.52 if np.isfinite(balanced) else acc <= majority + 0.005)),
-        "clipped_fraction": clipped,
-        # Δ of the seed-averaged GPRs (what the interval covers); the mean of the per-seed plug-in Δs beside it
-        "delta_pp": float(pooled.get("delta_pooled_pp", g["delta_pp"].mean())),
-        "delta_mean_per_seed_pp": float(g["delta_pp"].mean()),
-        "delta_sd": float(g["delta_pp"].std(ddof=1)) if not one else float("nan"),
-        "delta_lo": pooled["delta_lo"], "delta_hi": pooled["delta_hi"], "p_delta": pooled["p_delta"],
-        "p_seed_heterogeneity": pooled.get("p_seed_heterogeneity", float("nan")),
-        "null_floor_pp": float(g["null_floor_pp"].mean()) if g["null_floor_pp"].notna().any() else float("nan"),
-        "contrast_pp": pooled.get("contrast_pp", float("nan")), "contrast_lo": pooled.get("contrast_lo", float("nan")),
-        "contrast_hi": pooled.get("contrast_hi", float("nan")),
-        "sigma_g": g["sigma_g"].max(), "sigma_b": g["sigma_b"].max(),
-        "sigma_s": g["sigma_s"].max() if "sigma_s" in g and g["sigma_s"].notna().any() else float("nan"),
-        "q": g["q"].max(), "q_min": g["q_min"].min(),
-        "T": int(g["T"].max()), "delta": g["delta"].iloc[0], "accountant": g["accountant"].iloc[0],
-        "eps_spent": g["eps_spent"].max(), "guaranteed": bool(g["guaranteed"].all())})
-
-
 # Banks that exist for the beyond-membership page and stay off the membership pages: ε = 2 (the DP-SGD
 # material's), the dataset variants (``source``), the Adult MLP and the MNIST CNN's SGD reference
 BEYOND_EPSILONS = (2.0,)
@@ -327,6 +272,35 @@ def membership_runs(params: Params) -> dict[str, dict]:
             and (v.dataset, v.model, v.algorithm) not in BEYOND_SETTINGS}
 
 
+def left_out_runs(params: Params) -> dict[str, list[str]]:
+    """The runs of the profile that the membership pages leave out (:func:`membership_runs`), by reason in words:
+    none is left out silently, and each page that reads :func:`membership_runs` says this."""
+    out: dict[str, list[str]] = {}
+    for k, v in params.runs.items():
+        if params.data.datasets[v.dataset].source is not None:
+            reason = f"{DATASET_LABELS.get(v.dataset, v.dataset)}, a dataset variant"
+        elif v.epsilon in BEYOND_EPSILONS:
+            reason = f"ε = {v.epsilon:g}"
+        elif (v.dataset, v.model, None) in BEYOND_SETTINGS or (v.dataset, v.model, v.algorithm) in BEYOND_SETTINGS:
+            reason = setting_label(v.dataset, v.model) + ("" if (v.dataset, v.model, None) in BEYOND_SETTINGS
+                                                          else f" {ALGORITHM_LABELS[v.algorithm]}")
+        else:
+            continue
+        out.setdefault(reason, []).append(k)
+    return out
+
+
+def left_out_sentence(params: Params) -> str:
+    """One sentence naming what :func:`left_out_runs` leaves out and why ("" when nothing is)."""
+    lo = left_out_runs(params)
+    if not lo:
+        return ""
+    n = sum(map(len, lo.values()))
+    parts = "; ".join(f"{reason}: {len(v)}" for reason, v in lo.items())
+    return (f"Left out of this page: {n} {'run' if n == 1 else 'runs'} of the profile that exist for the Beyond "
+            f"membership page ({parts}).")
+
+
 def _grid_run_table(params: Params) -> pd.DataFrame:
     """:func:`run_table` of the grid's runs (the sweep's, which carry their own τ, left out; and those of the
     beyond-membership page, :func:`membership_runs`)."""
@@ -340,7 +314,7 @@ def main_table(params: Params, attack: str = "alooa_cross_fit", df: pd.DataFrame
     df = _grid_run_table(params) if df is None else df  # ``df``: the grid's run table when the caller has it
     df = df[df.attack == attack]
     keys = ["dataset", "model", "epsilon", "algorithm"]
-    rows = [pd.concat([pd.Series(dict(zip(keys, k))), _seed_stats(g, params.audit.alpha)])
+    rows = [pd.concat([pd.Series(dict(zip(keys, k))), seed_stats(g, params.audit.alpha)])
             for k, g in df.groupby(keys, dropna=False, sort=False)]
     out = pd.DataFrame(rows)
     if len(out):
@@ -348,39 +322,6 @@ def main_table(params: Params, attack: str = "alooa_cross_fit", df: pd.DataFrame
         out.insert(5, "setting", [setting_label(d, m) for d, m in zip(out["dataset"], out["model"])])
         out.insert(6, "eps_label", out["epsilon"].map(eps_label))
     return out
-
-
-def correlation_interval(x, y, *, alpha: float = 0.05, normal_theory: bool = False) -> dict[str, float]:
-    """Pearson r with a 95% interval on Fisher's z = atanh(r), and Spearman's ρ. The interval is the jackknife's
-    (leave one target out: bias-corrected z, its jackknife standard error, a t quantile with n − 1 df), not
-    z ± 1.96/√(n − 3): per-record advantages are bounded, skewed and of unequal noise, and the normal-theory interval
-    then undercovers (0.91 at n = 50, r ≈ 0.5, in tests/test_reports.py's simulation, where the jackknife's holds
-    0.94–0.95 over 4,000 studies). ``normal_theory``: the 1/√(n − 3) interval, kept for that test."""
-    from scipy import stats as st
-
-    x, y = np.asarray(x, float), np.asarray(y, float)
-    ok = np.isfinite(x) & np.isfinite(y)
-    x, y = x[ok], y[ok]
-    n = len(x)
-    if n < 4 or x.std() == 0 or y.std() == 0:
-        return {"n": n, "r": float("nan"), "lo": float("nan"), "hi": float("nan"), "spearman": float("nan")}
-
-    def z_of(a, b):
-        ac, bc = a - a.mean(-1, keepdims=True), b - b.mean(-1, keepdims=True)
-        with np.errstate(invalid="ignore", divide="ignore"):
-            r = (ac * bc).sum(-1) / np.sqrt((ac ** 2).sum(-1) * (bc ** 2).sum(-1))
-        return np.arctanh(np.clip(r, -0.999999, 0.999999))
-
-    z = float(z_of(x, y))
-    if normal_theory:
-        centre, h = z, st.norm.ppf(1 - alpha / 2) / np.sqrt(n - 3)
-    else:  # jackknife: bias-corrected centre, its standard error, t quantile with n − 1 df
-        keep = ~np.eye(n, dtype=bool)
-        zj = z_of(np.broadcast_to(x, (n, n))[keep].reshape(n, n - 1), np.broadcast_to(y, (n, n))[keep].reshape(n, n - 1))
-        centre = n * z - (n - 1) * float(np.nanmean(zj))
-        h = st.t.ppf(1 - alpha / 2, n - 1) * float(np.sqrt((n - 1) / n * np.nansum((zj - np.nanmean(zj)) ** 2)))
-    return {"n": n, "r": float(np.tanh(z)), "lo": float(np.tanh(centre - h)), "hi": float(np.tanh(centre + h)),
-            "spearman": float(st.spearmanr(x, y).statistic)}
 
 
 def audit_claims(params: Params, df: pd.DataFrame | None = None) -> dict[str, object]:
@@ -420,31 +361,6 @@ def _num(x, digits=2, unit=""):
     return "—" if x is None or (isinstance(x, float) and not np.isfinite(x)) else f"{x:.{digits}f}{unit}"
 
 
-REPORT_TITLES = {"group_gpr": "Group privacy risk", "audit_comparison": "Audit comparison",
-                 "dpsgd_s_sweep": "DP-SGD-S sweep (τ, γ)", "outcome_fairness": "Outcome fairness",
-                 "quickstart": "Quickstart for Opacus users", "beyond_membership": "Beyond membership",
-                 "synthetic_data": "DP synthetic data (DPDSyn)"}
-REPORT_QUESTIONS = {
-    "group_gpr": "Which groups does membership inference hit hardest, under SGD, DP-SGD and DP-SGD-S, on every "
-                 "dataset and ε? Δ against ε, accuracy against Δ, which groups DP-SGD-S made safer or riskier, and "
-                 "each rule (DP-SGD-S's variants and its rivals DPSGD-F, DPSGD-Global-Adapt, AdaClip) against "
-                 "DP-SGD, paired by seed where a profile runs two or more.",
-    "audit_comparison": "Does PA-ALOOA agree with PA-LOOA, and is it stricter than PA-GA, PA-GBA, LiRA and RMIA? "
-                        "Δ and GPR by attack with each attack's null floor, and the estimators' bias under no leakage.",
-    "dpsgd_s_sweep": "How do DP-SGD-S's τ and γ move Δ and accuracy against DP-SGD at the same ε (every "
-                     "setting shown, none selected)?",
-    "outcome_fairness": "Does DP-SGD-S trade privacy fairness for outcome fairness? Accuracy parity, demographic "
-                        "parity, equal opportunity and equalized odds per dataset and ε.",
-    "synthetic_data": "A second route to DP: does task-oriented DP synthetic data (DPDSyn) beat MST and DP GANs, "
-                      "approach DP-SGD on the real data, and spread membership risk across groups more evenly than "
-                      "DP-SGD? Train-on-synthetic accuracy per group, fidelity, the group audit, verdicts.",
-    "quickstart": "How do I use this in my own Opacus loop? DP-SGD with make_private, ε from the accountant, the "
-                  "clipping bound chosen privately, then DP-SGD-S with make_private_dpsgd_s and its rivals DPSGD-F, "
-                  "DPSGD-Global-Adapt and AdaClip (MNIST, run in the pipeline).",
-    "beyond_membership": "Does DP-SGD also protect against attribute inference and model inversion, and do these "
-                         "risks, like membership, fall unequally on groups? Success and advantage per group, members "
-                         "against non-members, SGD against DP-SGD at each ε of the profile; DP-SGD's utility on MNIST at ε = 2.",
-}
 _INDEX_CSS = """body{font-family:system-ui,sans-serif;max-width:1320px;margin:1.5em auto;color:#222;line-height:1.4}
 td,th{border-bottom:1px solid #ddd;padding:2px 6px;font-size:13px;vertical-align:top;text-align:left}
 table{border-collapse:collapse;margin:0.6em 0 1em}caption{text-align:left;font-size:13px;color:#444;padding:4px 0}
@@ -515,8 +431,8 @@ def build_index(params: Params, *, first_screen: str = "", claims: str = "") -> 
     df = _grid_run_table(params)  # read once: the main table and the findings box share it
     agg = main_table(params, df=df)
     evidence: list[dict] = []  # the paper's claims are decided by the claims campaign only (claims_report)
-    links = "".join(f'<li><a href="{n}.html">{REPORT_TITLES[n]}</a>: {html.escape(REPORT_QUESTIONS[n])}</li>'
-                    for n in NOTEBOOKS)
+    links = "".join(f'<li><a href="{r.name}.html">{r.title}</a>: {html.escape(r.question)}</li>'
+                    for r in REPORTS.values())
     design = (f"Audit: PA-ALOOA, cross-fitted estimator, {params.audit.m} audited records, 2R = {2 * params.audit.R} "
               "models per configuration.")
     page = f"""<!doctype html><html><head><meta charset="utf-8"><title>fairdp results</title>
@@ -684,7 +600,7 @@ def pilot_summary(params: Params, name: str = "pilot", effective: dict[str, dict
                               f"(effective settings), commit {_commit(params.base_dir)}", "configs": {}}
     for (ds, model, eps), g in df.groupby(["dataset", "model", "epsilon"], sort=True):
         cfg: dict[str, object] = {"per_seed": {}, "sd": {}, "paired": {}, "paired_rules": {},
-                                  "clipped_fraction": {a: _mean_clipped(ga) for a, ga in
+                                  "clipped_fraction": {a: mean_clipped(ga) for a, ga in
                                                        g[g.attack == "alooa_cross_fit"].groupby("algorithm")}}
         for attack, col, key in (("alooa_cross_fit", "delta_pp", "delta_pp"), ("alooa_cross_fit", "contrast_pp",
                                  "contrast_pp"), ("alooa_in_sample", "delta_pp", "delta_in_sample_pp"),
@@ -710,32 +626,3 @@ def pilot_summary(params: Params, name: str = "pilot", effective: dict[str, dict
     path = params.resolve("reports/paper") / f"{name}.json"
     _atomic_write(path, json.dumps(out, indent=1, default=float) + "\n")
     return path
-
-
-def _paired_dpsgd_s(params: Params, rule: str = "dpsgd_s", *, min_seeds: int = 2,
-                    df: pd.DataFrame | None = None) -> list[dict]:
-    """Per dataset × model × ε: a DP-SGD-S rule (``rule``) minus DP-SGD over the same seeds (same designs and
-    streams), for Δ by both estimators and for accuracy: mean difference, t interval over seeds, exact sign-flip
-    p-value and the smallest p the seed count allows (with one seed: the difference alone, no interval). ``df``:
-    the grid's run table when the caller has it already."""
-    df = _grid_run_table(params) if df is None else df
-    df = df[df.algorithm.isin(["dpsgd", rule])]
-    out = []
-    for (ds, model, eps), g in df.groupby(["dataset", "model", "epsilon"], sort=True):
-        row: dict[str, object] = {"dataset": ds, "model": model, "epsilon": float(eps)}
-        if "lr" in g:  # the effective learning rates (per-algorithm overrides can differ)
-            lrs = {a: sorted({float(v) for v in ga["lr"].dropna()}) for a, ga in g.groupby("algorithm")}
-            row["lr"] = {a: v[0] for a, v in lrs.items() if len(v) == 1}
-        # the signed two-group contrast beside Δ: a plug-in Δ's upward bias depends on each algorithm's noise, so a
-        # difference of Δs can come from the bias alone; the contrast's difference cannot
-        for attack, col, key in (("alooa_cross_fit", "delta_pp", "delta_pp"),
-                                 ("alooa_cross_fit", "contrast_pp", "contrast_pp"),
-                                 ("alooa_in_sample", "delta_pp", "delta_in_sample_pp"),
-                                 ("alooa_cross_fit", "accuracy", "accuracy")):
-            w = g[g.attack == attack].pivot(index="seed", columns="algorithm", values=col).dropna()
-            if set(w.columns) != {"dpsgd", rule} or len(w) < min_seeds:
-                continue
-            row[key] = paired_seed_comparison(w[rule].to_numpy(), w["dpsgd"].to_numpy())  # one seed: no interval
-        if len(set(row) - {"dataset", "model", "epsilon", "lr"}):
-            out.append(row)
-    return out

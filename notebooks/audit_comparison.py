@@ -55,6 +55,9 @@ globals().update(rh.fill_parameters("audit_comparison", params_file, {k: globals
 show, table = rh.shower(figures_dir), rh.tabler(figures_dir)
 summaries, runs_df, groups_df = rh.frames(results_dir, runs)
 
+# %%
+rh.left_out(params_file)  # the profile's runs this page leaves out, and why
+
 # %% [markdown]
 # ## Δ by attack (the paper's Figs 8–10)
 # Plug-in Δ (pp) of each attack for SGD, DP-SGD and DP-SGD-S (the paper's three algorithms; seed-averaged), with a

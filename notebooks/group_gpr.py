@@ -41,7 +41,7 @@ from IPython.display import Markdown, display
 
 from fairdp_core import plots, results
 from fairdp_core import report_helpers as rh
-from fairdp_core.audit import stats
+from fairdp_core.audit import pooling, stats
 from fairdp_core.config import load_params
 from fairdp_core.reporting import main_table
 
@@ -50,6 +50,9 @@ globals().update(rh.fill_parameters("group_gpr", params_file, {k: globals()[k] f
 show, table = rh.shower(figures_dir), rh.tabler(figures_dir)
 summaries, runs_df, groups_df = rh.frames(results_dir, runs)
 agg = main_table(load_params(params_file))
+
+# %%
+rh.left_out(params_file)  # the profile's runs this page leaves out, and why
 
 # %% [markdown]
 # ## GPR per group
@@ -62,13 +65,7 @@ agg = main_table(load_params(params_file))
 
 # %%
 main = groups_df[(groups_df.attack == "alooa_cross_fit") & groups_df.tau.isna()].copy()
-main["se"] = (main["gpr_hi"] - main["gpr_lo"]) / (2 * 1.96)
-gpr = main.groupby(["setting", "dataset", "model", "epsilon", "label", "group"], sort=False, dropna=False).agg(
-    gpr=("gpr", "mean"), se2=("se", lambda s: float((s ** 2).sum()) / len(s) ** 2), seeds=("seed", "nunique")
-).reset_index()
-gpr["gpr_pp"] = 100 * gpr["gpr"]
-gpr["lo_pp"] = gpr["gpr_pp"] - 196 * np.sqrt(gpr["se2"])
-gpr["hi_pp"] = gpr["gpr_pp"] + 196 * np.sqrt(gpr["se2"])
+gpr = pooling.group_gpr_over_seeds(main, ["setting", "dataset", "model", "epsilon", "label", "group"], alpha=alpha)
 panels = rh.eps_panels(gpr)  # the grid's ε per dataset (a sweep's DP-SGD baseline alone is no panel)
 # the figures draw SGD, DP-SGD and DP-SGD-S (three bars per group stay readable); every rule is in the table below
 panels = panels[panels.label.isin([results.ALGORITHM_LABELS[a] for a in ("sgd", "dpsgd", "dpsgd_s")])]

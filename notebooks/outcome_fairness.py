@@ -55,6 +55,9 @@ show, table = rh.shower(figures_dir), rh.tabler(figures_dir)
 summaries, runs_df, groups_df = rh.frames(results_dir, runs)
 
 # %%
+rh.left_out(params_file)  # the profile's runs this page leaves out, and why
+
+# %%
 from fairdp_core.data.base import load
 from fairdp_core.fairness import bank_by_group, bank_fairness
 

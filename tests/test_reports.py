@@ -12,8 +12,8 @@ import pandas as pd
 import pytest
 
 from fairdp_core import plots
+from fairdp_core.audit.pooling import correlation_interval
 from fairdp_core.report_checks import MAX_FIRST_SCREEN_WORDS, check_reports, first_screen_words
-from fairdp_core.reporting import correlation_interval
 
 ROOT = Path(__file__).resolve().parents[1]
 
