@@ -109,8 +109,9 @@ Positive = Annotated[float, Field(gt=0.0)]
 # The clipping rules params.yaml accepts: the modules of fairdp_core/rules/ (one per rule, named as the rule; the
 # registry checks the names). Read from the file names, not imported: the data stages load this module and must not
 # depend on the training code the rule modules hold.
+RULE_SUPPORT_MODULES = ("base", "policy")  # fairdp_core/rules/ modules that define no rule
 RULE_NAMES = tuple(sorted(p.stem for p in (Path(__file__).parent / "rules").glob("*.py")
-                          if p.stem not in ("__init__", "base")))
+                          if p.stem not in ("__init__", *RULE_SUPPORT_MODULES)))
 Algorithm = Literal[RULE_NAMES]
 ModelName = Literal["lr", "mlp", "cnn", "cnn_relu"]
 

@@ -21,7 +21,7 @@ accountant is charged for the gradient and the counts together (see :mod:`fairdp
 Use it after ``PrivacyEngine.make_private`` via :func:`make_private_dpsgd_s`, and tell it the batch's groups with
 :meth:`DPSGDSOptimizer.set_groups` before each ``step()`` (and before each skipped virtual step).
 
-The rivals, each reusing the engine's rule (:mod:`fairdp_core.engine.policies`: one implementation of each), each
+The rivals, each reusing the engine's rule (its policy class in :mod:`fairdp_core.rules`, one implementation), each
 charged σ_eff by the accountant hook:
 
 - DPSGD-F (Xu et al. 2021): :class:`DPSGDFOptimizer`, :func:`make_private_dpsgd_f` (groups via ``set_groups``; no
@@ -41,7 +41,10 @@ from opacus.optimizers import AdaClipDPOptimizer, DPOptimizer
 from opacus.optimizers.optimizer import _generate_noise
 
 from .engine.accounting import split_sigma
-from .engine.policies import AdaClip, DPSGDFClip, GlobalAdaptClip, GroupQuantileClip
+from .rules.adaclip import AdaClip
+from .rules.dpsgd_f import DPSGDFClip
+from .rules.dpsgd_s import GroupQuantileClip
+from .rules.global_adapt import GlobalAdaptClip
 
 __all__ = ["AdaClipOptimizer", "DPSGDFOptimizer", "DPSGDSOptimizer", "GlobalAdaptOptimizer", "make_private_adaclip",
            "make_private_dpsgd_f", "make_private_dpsgd_s", "make_private_global_adapt"]
@@ -124,7 +127,7 @@ class DPSGDSOptimizer(_GroupBounds, DPOptimizer):
                 raise ValueError(f"set_groups got {len(groups)} labels for a batch of {len(norms)}")
             self._counts += self._rule.counts(norms[None], groups[None], torch.ones_like(norms)[None])[0]
             # Opacus computes (max_grad_norm / (norm + 1e-6)).clamp(max=1): with per-sample bounds this is exactly
-            # engine.policies.clip_factors (tests/test_opacus_compat.py checks the two agree).
+            # rules.policy.clip_factors (tests/test_opacus_compat.py checks the two agree).
             self.max_grad_norm = self.bounds[groups]
             super().clip_and_accumulate()
         finally:

@@ -60,11 +60,9 @@ rh.left_out(params_file)  # the profile's runs this page leaves out, and why
 
 # %% [markdown]
 # ## Δ by attack (the paper's Figs 8–10)
-# Plug-in Δ (pp) of each attack for SGD, DP-SGD and DP-SGD-S (the paper's three algorithms; seed-averaged), with a
-# black tick at each bar's **null floor**: the mean Δ when the group labels are permuted among the audited records
-# (same design and estimator). A bar that does not clear its tick shows no group difference beyond what the
-# estimator produces by chance. Every attack reads the same bank of 2R models (LiRA's shadow models are the bank's
-# other models); PA-LOOA needs 2R' models per target record.
+# Plug-in Δ (pp) of each attack for SGD, DP-SGD and DP-SGD-S (seed-averaged); black tick: the **null floor**, the
+# mean Δ with group labels permuted among the audited records. A bar below its tick shows no group difference beyond
+# chance. Every attack reads the same bank of 2R models; PA-LOOA needs 2R' models per target record.
 
 # %%
 runs_df["attack_label"] = runs_df["attack"].map(plots.ATTACK_LABELS)
@@ -92,13 +90,12 @@ table(long, "Every run × attack: plug-in Δ, its null floor and the GPR level (
 
 # %% [markdown]
 # ## Attacks compared by what they find beyond their null floor
-# Plug-in Δ does not rank attacks: PA-GBA fits a threshold per model and group, which inflates Δ most for small
-# groups. Each attack is read against its own null floor, with the test of "some group differs" over records × model
-# pairs (the one whose level holds in simulation, [coverage/coverage.md](coverage/coverage.md)), Holm-adjusted over every run ×
-# attack tested on this page. The in-sample and null-corrected estimators have no such test (no interval). Nor has
-# PA-GBA: its per-group thresholds give groups of different sizes different expected advantages even when they leak
-# equally (−2.2 to −8.1 pp in simulation, [coverage/attack_coverage.md](coverage/attack_coverage.md)), so a test against 0 would reject
-# with no real difference; read it against its null floor only.
+# Plug-in Δ does not rank attacks (PA-GBA's per-group thresholds inflate it most for small groups). Each attack is
+# read against its own null floor, with the test of "some group differs" over records × model pairs (its level holds
+# in simulation, [coverage/coverage.md](coverage/coverage.md)), Holm-adjusted over every run × attack on this page.
+# The in-sample and null-corrected estimators have no such test, nor has PA-GBA: its thresholds give groups of
+# different sizes different advantages under equal leakage (−2.2 to −8.1 pp in simulation,
+# [coverage/attack_coverage.md](coverage/attack_coverage.md)); read it against its null floor only.
 
 # %%
 from fairdp_core.audit.stats import holm

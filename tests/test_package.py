@@ -18,7 +18,7 @@ from .conftest import ROOT
 MODULES = ["fairdp_core", "fairdp_core.config", "fairdp_core.data", "fairdp_core.data.base",
            "fairdp_core.data.sources", "fairdp_core.data.loaders", "fairdp_core.cli", "fairdp_core.models",
            "fairdp_core.engine", "fairdp_core.engine.accounting", "fairdp_core.engine.backends",
-           "fairdp_core.engine.policies", "fairdp_core.engine.sampling", "fairdp_core.engine.shard",
+           "fairdp_core.rules.policy", "fairdp_core.engine.sampling", "fairdp_core.engine.shard",
            "fairdp_core.engine.trainer",
            "fairdp_core.opacus_compat", "fairdp_core.audit", "fairdp_core.report_helpers", "fairdp_core.stages",
            "fairdp_core.stages.plan", "fairdp_core.stages.train", "fairdp_core.stages.attack",

@@ -1,21 +1,19 @@
-"""The batched trainer: sampling, clipping policies (one pure seam), noise and accounting; banks sharded over
-worker processes or Ray tasks."""
+"""The batched trainer: sampling, noise and accounting; banks sharded over worker processes or Ray tasks.
 
+The clipping policies (the one seam in which the rules differ) live with the rules: the seam in
+``fairdp_core/rules/policy.py``, each adaptive rule's policy in its rule's module; they are re-exported here for the
+engine's users."""
+
+from ..rules.adaclip import AdaClip
+from ..rules.dpsgd_f import DPSGDFClip
+from ..rules.dpsgd_s import GroupQuantileClip
+from ..rules.dpsgd_s_nonprivate import GroupEMAPercentileClip
+from ..rules.dpsgd_s_paper import GroupMeanRatioClip
+from ..rules.dpsgd_s_paper_code import GroupMeanRatioClipCode
+from ..rules.global_adapt import GlobalAdaptClip
+from ..rules.policy import FixedClip, NoClip, clip_factors, quantile_update
 from .accounting import Accounting, bank_accounting, calibrate_sigma, combine_sigmas, epsilon, split_sigma
 from .backends import DenseBackend, FuncBackend, make_backend, stack_params
-from .policies import (
-    AdaClip,
-    DPSGDFClip,
-    FixedClip,
-    GlobalAdaptClip,
-    GroupEMAPercentileClip,
-    GroupMeanRatioClip,
-    GroupMeanRatioClipCode,
-    GroupQuantileClip,
-    NoClip,
-    clip_factors,
-    quantile_update,
-)
 from .sampling import PoissonBank, batch_sizes, bernoulli_positions
 from .shard import ShardError, concat_banks, shard_rows, train_bank_sharded
 from .trainer import ALGORITHMS, TrainedBank, TrainSpec, bank_widths, model_generators, release_key, train_bank

@@ -11,7 +11,7 @@ only in ε, τ, γ or algorithm cannot be combined to cancel their step noise. �
 
 One step, for every model (docs/study.md, 'Training algorithms'): Poisson batch with rate q_m = B / n_m; per-sample
 gradients; the policy's release before clipping, if any (DPSGD-F: noised counts that set this batch's bounds); factors
-from the policy's bounds (:func:`~fairdp_core.engine.policies.clip_factors`, or the policy's own ``factors``:
+from the policy's bounds (:func:`~fairdp_core.rules.policy.clip_factors`, or the policy's own ``factors``:
 Global-Adapt's strict scaling); clipped sum + N(0, (σ_g·max_k C_k)²); divided by the expected batch size B (never the
 realised one; an empty batch still gets noise and counts as a step); SGD update; then the policy updates its bounds
 (DP-SGD-S, Global-Adapt, AdaClip: from noised counts; the paper rule: from noised per-group gradient sums and counts). A
@@ -39,9 +39,9 @@ from ..atomic import atomic_path
 from ..models import build_model
 from ..rules import ALGORITHMS, COMMON_ASSUMPTIONS, Sigmas
 from ..rules import get as get_rule
+from ..rules.policy import NoClip
 from .accounting import Accountant, Accounting, calibrate_sigma, epsilon
 from .backends import Backend, make_backend, stack_params
-from .policies import NoClip
 from .sampling import PoissonBank, batch_sizes
 
 __all__ = ["ALGORITHMS", "Algorithm", "TrainSpec", "TrainedBank", "bank_widths", "model_generators", "release_key",

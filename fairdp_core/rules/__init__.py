@@ -1,6 +1,7 @@
 """The clipping rules, one module each, and their registry.
 
-Every module of this package but ``base`` defines one :class:`~fairdp_core.rules.base.Rule` as ``RULE`` and is
+Every module of this package but ``base`` (what a rule declares) and ``policy`` (the per-step seam every rule's
+policy subclasses) defines one :class:`~fairdp_core.rules.base.Rule` as ``RULE`` and is
 named as the rule; the registry discovers them and orders them by ``Rule.order``. The trainer, the plan, the params
 schema's list of algorithms, the report labels and the figure colours all derive from it, so a new rule is one module
 here and its test (plus its settings' schema in ``train`` of params.yaml, if it has settings). docs/rules.md.
@@ -11,13 +12,17 @@ from __future__ import annotations
 import pkgutil
 from importlib import import_module
 
+from ..config import RULE_SUPPORT_MODULES
 from .base import COMMON_ASSUMPTIONS, Rule, Sigmas
 
 __all__ = ["ALGORITHMS", "COLORS", "COMMON_ASSUMPTIONS", "LABELS", "RULES", "Rule", "Sigmas", "get"]
 
+
 def _discover() -> dict[str, Rule]:
-    """Every module of this package but ``base`` defines one rule as ``RULE``; ordered by ``Rule.order``."""
-    rules = [import_module(f"{__name__}.{m.name}").RULE for m in pkgutil.iter_modules(__path__) if m.name != "base"]
+    """Every module of this package but ``base`` and ``policy`` (config.RULE_SUPPORT_MODULES) defines one rule as
+    ``RULE``; ordered by ``Rule.order``."""
+    rules = [import_module(f"{__name__}.{m.name}").RULE for m in pkgutil.iter_modules(__path__)
+             if m.name not in RULE_SUPPORT_MODULES]
     names = [r.name for r in rules]
     if len(set(names)) != len(names) or len({r.order for r in rules}) != len(rules):
         raise RuntimeError(f"two rules share a name or an order: {sorted(names)}")

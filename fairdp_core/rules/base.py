@@ -14,7 +14,7 @@ Opacus optimizers know a rule only through this interface and the registry (:mod
 - :meth:`Rule.plan_fields`: those settings as the fields of the engine's
   :class:`~fairdp_core.engine.trainer.TrainSpec` (the stored spec, from which release keys are derived);
 - :meth:`Rule.sigmas`: the split of the calibrated σ_eff between the gradient and each statistic released;
-- :meth:`Rule.policy`: the :class:`~fairdp_core.engine.policies.ClipPolicy` that trains it;
+- :meth:`Rule.policy`: the :class:`~fairdp_core.rules.policy.ClipPolicy` that trains it;
 - :meth:`Rule.public_assumptions`: the constants the accounting treats as public;
 - ``make_private``: the name of its Opacus entry point in :mod:`fairdp_core.opacus_compat` (None: none).
 """
@@ -27,8 +27,8 @@ from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple
 if TYPE_CHECKING:
     import torch
 
-    from ..engine.policies import ClipPolicy
     from ..engine.trainer import TrainSpec
+    from .policy import ClipPolicy
 
 __all__ = ["COMMON_ASSUMPTIONS", "CountRule", "Rule", "Sigmas", "count_sigmas", "default_sigma_b"]
 

@@ -12,7 +12,7 @@ class DPSGD(Rule):
     color = "#0072B2"
 
     def policy(self, spec, M, K, sig, gens, device):
-        from ..engine.policies import FixedClip
+        from .policy import FixedClip
 
         return FixedClip(M, K, sig.g, clip=spec.clip, device=device)
 

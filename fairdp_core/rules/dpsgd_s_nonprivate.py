@@ -1,12 +1,15 @@
 """DP-SGD-S as first described: per-group bounds from an EMA of each group's batch percentile, computed from the
-raw norms (:class:`~fairdp_core.engine.policies.GroupEMAPercentileClip`). The gradient is noised, the statistics
+raw norms (:class:`GroupEMAPercentileClip`). The gradient is noised, the statistics
 are not: its ε is not guaranteed. Settings: ``train.dpsgd_s_nonprivate``, and τ, γ, C_min, Q_init of
 ``train.dpsgd_s``."""
 
 from __future__ import annotations
 
+import torch
+
 from .base import Rule
 from .dpsgd_s import quantile_fields
+from .policy import ClipPolicy
 
 
 class DPSGDSNonprivate(Rule):
@@ -24,12 +27,34 @@ class DPSGDSNonprivate(Rule):
                 "percentile": ns.percentile}
 
     def policy(self, spec, M, K, sig, gens, device):
-        from ..engine.policies import GroupEMAPercentileClip
-
         if not isinstance(spec.q_init, (int, float)):
             raise ValueError("dpsgd_s_nonprivate takes one q_init for every group")
         return GroupEMAPercentileClip(M, K, sig.g, tau=spec.tau, c_min=spec.c_min, init=spec.q_init,
                                       momentum=spec.ema_momentum, percentile=spec.percentile, device=device)
 
+
+class GroupEMAPercentileClip(ClipPolicy):
+    """DP-SGD-S as first described, NOT private: C_k = max(τ · EMA_k, C_min), EMA over batches of the raw
+    ``percentile``-th percentile of group-k norms (momentum ``momentum``). Its ε is not guaranteed."""
+
+    guaranteed = False
+
+    def __init__(self, M: int, K: int, sigma: float, *, tau: float, c_min: float, init: float,
+                 momentum: float = 0.9, percentile: float = 75.0, device: torch.device | str = "cpu") -> None:
+        super().__init__(M, K, sigma, device=device)
+        self.tau, self.c_min, self.momentum, self.p = tau, c_min, momentum, percentile / 100.0
+        self.ema = torch.full((M, K), float(init), device=self.device)
+
+    def bounds(self) -> torch.Tensor:
+        return torch.clamp(self.tau * self.ema, min=self.c_min)
+
+    def update(self, norms: torch.Tensor, groups: torch.Tensor, weights: torch.Tensor) -> None:
+        for k in range(self.K):
+            sel = (groups == k) & (weights > 0)
+            masked = torch.where(sel, norms, torch.nan)
+            present = sel.any(dim=1)
+            if present.any():
+                pct = torch.nanquantile(masked[present], self.p, dim=1)
+                self.ema[present, k] = self.momentum * self.ema[present, k] + (1 - self.momentum) * pct
 
 RULE = DPSGDSNonprivate()

@@ -1,12 +1,15 @@
 """DP-SGD-S with the paper code's rule made DP: C_k = max(C_min, C0 · min(s, ‖ḡ‖ / ‖ḡ_k‖)) from noised per-group
-gradient sums and counts (:class:`~fairdp_core.engine.policies.GroupMeanRatioClip`). The arm that decides the
+gradient sums and counts (:class:`GroupMeanRatioClip`). The arm that decides the
 paper's claim. Settings: ``train.dpsgd_s_paper``; C0 is ``train.clip``."""
 
 from __future__ import annotations
 
 import math
 
+import torch
+
 from .base import Rule, Sigmas, default_sigma_b
+from .policy import ClipPolicy, group_means
 
 
 class DPSGDSPaper(Rule):
@@ -30,8 +33,6 @@ class DPSGDSPaper(Rule):
         return Sigmas(split_sigma(sigma_eff, sigma_s, sigma_b), sigma_b, sigma_s, sigma_eff)
 
     def policy(self, spec, M, K, sig, gens, device):
-        from ..engine.policies import GroupMeanRatioClip
-
         return GroupMeanRatioClip(M, K, sig.g, clip=spec.clip, ratio_cap=spec.ratio_cap, sigma_s=sig.s,
                                   sigma_b=sig.b, c_min=spec.c_min, floor=spec.count_floor,
                                   generators=[g["count"] for g in gens], device=device)
@@ -39,5 +40,74 @@ class DPSGDSPaper(Rule):
     def public_assumptions(self, spec):
         return ("the constants C0, s, σ_s, σ_b, C_min and the count floor (no per-group size n_k)",)
 
+
+class GroupMeanRatioClip(ClipPolicy):
+    """DP-SGD-S with the paper code's rule, DP-correct (docs/study.md, 'DP-SGD-S, the paper's rule'): C_k = max(C_min,
+    C0 · min(s, ‖ḡ‖ / ‖ḡ_k‖)).
+
+    The group whose mean gradient is larger than the overall mean gets a smaller bound (the quantile rule does the
+    opposite). After each step, for each model, it releases from that step's Poisson batch
+
+    - the K per-group sums S_k = Σ_{i in k} g_i · min(1, C0 / ‖g_i‖) (gradients clipped at C0): a record changes
+      one of them by a vector of norm ≤ C0; every coordinate gets N(0, (σ_s · C0)²);
+    - the K group counts n_k: a record changes one by 1; each gets N(0, σ_b²);
+
+    both from the model's own ``count`` generator. Scaled by their noise the pair has L2 sensitivity
+    (σ_s⁻² + σ_b⁻²)^(1/2), and with the step's clipped gradient sum (sensitivity max_k C_k, noise σ_g · max_k C_k)
+    one Gaussian mechanism per step with σ_eff = (σ_g⁻² + σ_s⁻² + σ_b⁻²)^(-1/2), which the accountant is charged
+    (:func:`~fairdp_core.engine.accounting.combine_sigmas`). From the release alone (post-processing):
+    ḡ_k = S̃_k / max(ñ_k, floor), ḡ = Σ_k S̃_k / max(Σ_k ñ_k, floor), and the bounds of the NEXT step. The paper's
+    code sets a step's bounds from the same step's batch; taking them from the previous release keeps each step's
+    gradient sensitivity fixed before its batch is drawn (the timing of the quantile rule and of Andrew et al.).
+    Initial bounds: C0 for every group. ``s`` (``ratio_cap``), C0, σ_s, σ_b, C_min and the floor are public.
+    """
+
+    group_sums = "after"
+
+    def __init__(self, M: int, K: int, sigma: float, *, clip: float, ratio_cap: float, sigma_s: float,
+                 sigma_b: float, c_min: float, generators: list[torch.Generator | None], floor: float | None = None,
+                 device: torch.device | str = "cpu") -> None:
+        super().__init__(M, K, sigma, device=device)
+        if clip <= 0 or ratio_cap <= 0 or c_min <= 0:
+            raise ValueError(f"clip, ratio_cap and c_min must be positive, got {clip}, {ratio_cap}, {c_min}")
+        if sigma_s <= 0 or sigma_b <= 0:
+            raise ValueError("the paper rule needs σ_s > 0 and σ_b > 0: its group statistics must be noised")
+        if len(generators) != M:
+            raise ValueError(f"need one count generator per model: got {len(generators)} for M = {M}")
+        self.c0, self.s, self.sigma_s, self.sigma_b, self.c_min = float(clip), float(ratio_cap), sigma_s, sigma_b, c_min
+        self.floor = float(sigma_b if floor is None else floor)
+        self.gens = generators
+        self._b = torch.full((M, K), self.c0, device=self.device)
+        self.released_counts = torch.zeros(M, K, device=self.device)
+
+    def bounds(self) -> torch.Tensor:
+        return self._b
+
+    def sum_factors(self, norms: torch.Tensor) -> torch.Tensor:
+        """The statistics use gradients clipped at C0, whatever the group bounds: their sensitivity is C0."""
+        return torch.clamp(self.c0 / (norms + 1e-6), max=1.0)
+
+    def _noise(self, shape: tuple[int, ...]) -> torch.Tensor:
+        return torch.stack([torch.randn(*shape, generator=g, device=g.device) for g in self.gens]).to(self.device)
+
+    def release(self, sums: torch.Tensor, counts: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """The noised (sums [M, K, P], counts [M, K]): N(0, (σ_s·C0)²) and N(0, σ_b²) per entry, sums first."""
+        M, K, P = sums.shape
+        return sums + self._noise((K, P)) * (self.sigma_s * self.c0), counts + self._noise((K,)) * self.sigma_b
+
+    def observe_sums(self, sums: torch.Tensor, groups: torch.Tensor, weights: torch.Tensor) -> None:
+        counts = torch.zeros(sums.shape[:2], device=sums.device).scatter_add_(1, groups, weights)
+        noisy_sums, self.released_counts = self.release(sums, counts)
+        self._b = self.bounds_from_release(noisy_sums, self.released_counts)
+
+    def bounds_from_release(self, noisy_sums: torch.Tensor, noisy_counts: torch.Tensor) -> torch.Tensor:
+        """[M, K] bounds from the released sums [M, K, P] and counts [M, K] only."""
+        g_k = group_means(noisy_sums, noisy_counts, self.floor)
+        g = noisy_sums.sum(1) / torch.clamp(noisy_counts.sum(1), min=self.floor).unsqueeze(-1)
+        ratio = g.norm(dim=-1, keepdim=True) / torch.clamp(g_k.norm(dim=-1), min=1e-12)
+        return torch.clamp(self.c0 * torch.clamp(ratio, max=self.s), min=self.c_min)
+
+    def state(self) -> dict[str, torch.Tensor]:
+        return {"bounds": self.bounds().clone(), "released_counts": self.released_counts.clone()}
 
 RULE = DPSGDSPaper()

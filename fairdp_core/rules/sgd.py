@@ -17,7 +17,7 @@ class SGD(Rule):
         return Sigmas(0.0, None, None, 0.0)
 
     def policy(self, spec, M, K, sig, gens, device):
-        from ..engine.policies import NoClip
+        from .policy import NoClip
 
         return NoClip(M, K, device=device)
 

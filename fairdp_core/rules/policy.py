@@ -1,0 +1,147 @@
+"""Clipping policies: the one seam in which SGD, DP-SGD and the DP-SGD-S variants differ.
+
+A policy holds per-model, per-group clipping bounds ``[M, K]`` and, after each step, updates them from that
+step's per-sample norms. The trainer calls, every step:
+
+    policy.before_step(norms, groups, weights)                   # DPSGD-F: this batch's noised counts set its bounds
+    factors = policy.factors(norms, groups, policy.bounds())     # default clip_factors (pure, tested directly)
+    noise std per model = policy.noise_std()                     # σ_g · max_k C_k (over ALL groups)
+    policy.update(norms, groups, weights)                        # after the step; DP-SGD-S releases noised counts
+
+``bounds()`` is always the per-group L2 sensitivity bound: every factor keeps ‖factor · g_i‖ ≤ C_{g_i}, also for a
+policy with its own ``factors`` (DPSGD-Global-Adapt's strict scaling, whose bound is C for every group).
+
+The paper code's rule (:class:`GroupMeanRatioClip`, :class:`GroupMeanRatioClipCode`) also needs the per-group sums
+of per-sample gradients: a policy whose ``group_sums`` is "after" (or "before") gets them through
+``observe_sums(sums [M, K, P], groups, weights)`` after the step (or before its clipping), weighted by
+``sum_factors(norms)``.
+
+Shapes: ``norms`` [M, W] per-sample gradient norms; ``groups`` [M, W] int64 in 0..K-1; ``weights`` [M, W] in
+{0, 1} (0 marks batch padding).
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+__all__ = ["ClipPolicy", "FixedClip", "GlobalQuantile", "NoClip", "clip_factors", "group_means", "model_noise",
+           "quantile_update"]
+
+
+def clip_factors(norms: torch.Tensor, groups: torch.Tensor, bounds: torch.Tensor) -> torch.Tensor:
+    """min(1, C_{m, g_i} / ‖g_i‖) per sample: norms [M, W], groups [M, W], bounds [M, K] -> [M, W].
+
+    An infinite bound gives factor 1 (no clipping). The 1e-6 guard matches Opacus's ``clip_and_accumulate``.
+    """
+    C = bounds.gather(1, groups)
+    return torch.clamp(C / (norms + 1e-6), max=1.0)
+
+
+def quantile_update(Q: torch.Tensor, frac_below: torch.Tensor, *, eta: float, gamma: float) -> torch.Tensor:
+    """Geometric quantile tracking, Q ← Q · exp(−η (b̃ − γ)) (Andrew et al. 2021, arXiv 1905.03871, Eq. 2)."""
+    return Q * torch.exp(-eta * (frac_below - gamma))
+
+
+class ClipPolicy:
+    """Base: no state. ``M`` models, ``K`` groups, noise multiplier ``sigma`` applied to the max bound."""
+
+    guaranteed = True
+    group_sums: str | None = None  # "after" / "before": the trainer passes per-group gradient sums (paper rule)
+
+    def __init__(self, M: int, K: int, sigma: float, *, device: torch.device | str = "cpu") -> None:
+        self.M, self.K, self.sigma, self.device = M, K, sigma, torch.device(device)
+
+    def bounds(self) -> torch.Tensor:
+        raise NotImplementedError
+
+    def noise_std(self) -> torch.Tensor:
+        """[M]: σ_g · max over all K groups of C_k (never over the groups present in the batch); 0 when σ_g = 0."""
+        if self.sigma == 0:
+            return torch.zeros(self.M, device=self.device)
+        return self.sigma * self.bounds().amax(dim=1)
+
+    def before_step(self, norms: torch.Tensor, groups: torch.Tensor, weights: torch.Tensor) -> None:
+        """Called before the step's clipping (DPSGD-F releases this batch's noised counts and sets its bounds)."""
+        return None
+
+    def factors(self, norms: torch.Tensor, groups: torch.Tensor, bounds: torch.Tensor | None = None) -> torch.Tensor:
+        """[M, W] per-sample scale factors, each keeping ‖factor · g_i‖ ≤ C_{g_i}: min(1, C/‖g‖) by default."""
+        return clip_factors(norms, groups, self.bounds() if bounds is None else bounds)
+
+    def update(self, norms: torch.Tensor, groups: torch.Tensor, weights: torch.Tensor) -> None:
+        return None
+
+    def state(self) -> dict[str, torch.Tensor]:
+        return {"bounds": self.bounds().clone()}
+
+
+def model_noise(gens: list[torch.Generator | None], shape: tuple[int, ...], device: torch.device) -> torch.Tensor:
+    """[M, *shape] standard normal draws, model m's from its own generator ``gens[m]``, drawn on its device."""
+    if any(g is None for g in gens):
+        raise RuntimeError("this policy was built without count generators: its caller noises the counts")
+    return torch.stack([torch.randn(*shape, generator=g, device=g.device) for g in gens]).to(device)
+
+
+class NoClip(ClipPolicy):
+    """Plain SGD: every factor 1, no noise."""
+
+    def __init__(self, M: int, K: int, *, device: torch.device | str = "cpu") -> None:
+        super().__init__(M, K, 0.0, device=device)
+        self._b = torch.full((M, K), math.inf, device=self.device)
+
+    def bounds(self) -> torch.Tensor:
+        return self._b
+
+
+class FixedClip(ClipPolicy):
+    """DP-SGD: one bound C for every group."""
+
+    def __init__(self, M: int, K: int, sigma: float, *, clip: float, device: torch.device | str = "cpu") -> None:
+        super().__init__(M, K, sigma, device=device)
+        if clip <= 0:
+            raise ValueError(f"clipping bound must be positive, got {clip}")
+        self._b = torch.full((M, K), float(clip), device=self.device)
+
+    def bounds(self) -> torch.Tensor:
+        return self._b
+
+
+def group_means(sums: torch.Tensor, counts: torch.Tensor, floor: float) -> torch.Tensor:
+    """[M, K, P] / max([M, K], floor): per-group mean vectors."""
+    return sums / torch.clamp(counts, min=floor).unsqueeze(-1)
+
+
+class GlobalQuantile(ClipPolicy):
+    """A bound-like quantity T [M] (one per model) tracked privately with Andrew et al.'s geometric update from one
+    noised count per step, divided by the public expected batch size B; the count's noise is drawn from each
+    model's own ``count`` generator. Subclasses say what is counted and what T is."""
+
+    def __init__(self, M: int, K: int, sigma: float, *, init: float, sigma_b: float, gamma: float, eta: float,
+                 batch_size: int, generators: list[torch.Generator | None],
+                 device: torch.device | str = "cpu") -> None:
+        super().__init__(M, K, sigma, device=device)
+        if sigma_b <= 0:
+            raise ValueError(f"{type(self).__name__} needs σ_b > 0: its count must be noised")
+        if len(generators) != M:
+            raise ValueError(f"need one count generator per model: got {len(generators)} for M = {M}")
+        if init <= 0 or batch_size <= 0:
+            raise ValueError(f"the initial value and the batch size must be positive, got {init}, {batch_size}")
+        self.sigma_b, self.gamma, self.eta, self.B, self.gens = float(sigma_b), gamma, eta, float(batch_size), generators
+        self.T = torch.full((M,), float(init), device=self.device)
+        self.released = torch.zeros(M, device=self.device)  # the last step's noised count (public)
+
+    def count_noise(self) -> torch.Tensor:
+        """[M] N(0, σ_b²), each model's draw from its own generator."""
+        return model_noise(self.gens, (1,), self.device)[:, 0] * self.sigma_b
+
+    def counts(self, norms: torch.Tensor, groups: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
+        raise NotImplementedError
+
+    def update(self, norms: torch.Tensor, groups: torch.Tensor, weights: torch.Tensor) -> None:
+        self.released = self.counts(norms, groups, weights) + self.count_noise()
+        self.T = self.update_from_release(self.T, self.released)
+
+    def update_from_release(self, T: torch.Tensor, released: torch.Tensor) -> torch.Tensor:
+        raise NotImplementedError
