@@ -164,9 +164,9 @@ def _answer(paper: pd.DataFrame, have: int, cells: int) -> str:
     elif low == tested:
         lead = "Yes, in every tested cell"
     elif low == 0:
-        lead = "Not established in any tested cell (not evidence of no effect)"
+        lead = "Not established in any like-for-like cell (not evidence of no effect)"
     else:
-        lead = f"Only in {low} of {tested} tested cells"
+        lead = f"Only in {low} of {tested} like-for-like cells"
     parts = [f"lowers Δ in {low}" + (f" ({where['reproduced']})" if low else ""),
              f"raises it in {up}" + (f" ({where['contradicted']})" if up else ""),
              f"shows no detectable change in {same}"]
@@ -174,7 +174,7 @@ def _answer(paper: pd.DataFrame, have: int, cells: int) -> str:
         parts.append(f"depends on the estimator in {dep}")
     decided = paper[paper.verdict.isin(["reproduced", "contradicted", "not detected", "depends on the estimator"])]
     prov = int((decided.seeds < decided.get("seeds_target", decided.seeds)).sum())
-    return (f"{lead}: in {tested} tested {'cell' if tested == 1 else 'cells'} ({have} of {cells} run so far"
+    return (f"{lead}: in {tested} like-for-like {'cell' if tested == 1 else 'cells'} ({have} of {cells} run"
             + (f"; {prov} provisional" if prov else "") + "), the paper's rule made DP "
             + ", ".join(parts[:-1]) + f" and {parts[-1]}.")
 

@@ -333,7 +333,7 @@ def test_the_answer_when_nothing_is_detected():
                  "accounting": {"sampling": "poisson", "accountant": "rdp", "delta": 1e-5}}
             (Path(tmp) / f"{s['algorithm']}-{s['seed']}.json").write_text(json.dumps(s))
         page = html.unescape(re.sub(r"<[^>]+>", "", claims_first_screen(Path(tmp), ROOT / "profiles" / "claims.yaml")))
-    assert ("Not established in any tested cell (not evidence of no effect): in 1 tested cell (1 of 10 run so far; "
+    assert ("Not established in any like-for-like cell (not evidence of no effect): in 1 like-for-like cell (1 of 10 run; "
             "1 provisional), the paper's rule made DP lowers Δ in 0, raises it in 0 and shows no detectable change in "
             "1.") in page
     assert "Paper's algorithm as published" not in page  # only the rules that ran get a line
