@@ -10,7 +10,7 @@ the noise scale; Opacus's own code does the per-sample bookkeeping, the accumula
   > Q_k (L2 sensitivity 1), each cell + N(0, σ_b²) drawn by Opacus's ``_generate_noise`` (so ``secure_mode``
   applies to it as to the gradient noise); then b̃_k = clip(below̃_k / max(below̃_k + abovẽ_k, floor), 0, 1) and
   Q_k ← min(Q_max, Q_k·exp(−η(b̃_k − γ))) (Andrew et al. 2021, arXiv 1905.03871), exactly
-  :meth:`fairdp_core.engine.GroupQuantileClip.update_from_release`. No group size n_k is used.
+  :meth:`fairdp_core.rules.dpsgd_s.GroupQuantileClip.update_from_release`. No group size n_k is used.
 
 Virtual steps (Opacus's ``BatchMemoryManager``): the counts of the physical batches of one logical step are
 accumulated, like the clipped gradients, and released once, when the step is taken.
@@ -182,7 +182,7 @@ def make_private_dpsgd_s(privacy_engine, *, module, optimizer, data_loader, nois
 
 
 class DPSGDFOptimizer(_GroupBounds, DPOptimizer):
-    """DPSGD-F (Xu et al. 2021) as an Opacus optimizer: the rule is :class:`fairdp_core.engine.DPSGDFClip`'s
+    """DPSGD-F (Xu et al. 2021) as an Opacus optimizer: the rule is :class:`fairdp_core.rules.dpsgd_f.DPSGDFClip`'s
     (formula, sources and privacy argument there). ``noise_multiplier`` is σ_eff (the accountant's); σ_g =
     (σ_eff⁻² − σ_b⁻²)^(-1/2); ``clip`` is C0; ``n_groups`` is K.
 
@@ -232,7 +232,7 @@ class DPSGDFOptimizer(_GroupBounds, DPOptimizer):
                                     secure_mode=self.secure_mode)
             self.released = counts + noise  # released BEFORE the clipping it sets
             self._rule._b = self._rule.bounds_from_release(self.released[None])
-            # per-sample bounds: Opacus's (max_grad_norm / (norm + 1e-6)).clamp(max=1) is engine.clip_factors
+            # per-sample bounds: Opacus's (max_grad_norm / (norm + 1e-6)).clamp(max=1) is rules.policy.clip_factors
             self.max_grad_norm = float(self.bounds.max()) if empty else self.bounds[groups]
             super().clip_and_accumulate()
         finally:
@@ -260,9 +260,9 @@ def make_private_dpsgd_f(privacy_engine, *, module, optimizer, data_loader, nois
 
 class GlobalAdaptOptimizer(DPOptimizer):
     """DPSGD-Global-Adapt (Esipova et al. 2023) as an Opacus optimizer: the rule is
-    :class:`fairdp_core.engine.GlobalAdaptClip`'s (formula, sources and privacy argument there). ``noise_multiplier``
-    is σ_eff (the accountant's); σ_g = (σ_eff⁻² − σ_b⁻²)^(-1/2); ``clip`` is C, ``z_init`` Z's initial value,
-    ``threshold`` τ, ``gamma``/``eta`` Z's update (γ = 0.9, η = 1: the authors' η_Z = 0.1).
+    :class:`fairdp_core.rules.global_adapt.GlobalAdaptClip`'s (formula, sources and privacy argument there).
+    ``noise_multiplier`` is σ_eff (the accountant's); σ_g = (σ_eff⁻² − σ_b⁻²)^(-1/2); ``clip`` is C, ``z_init`` Z's
+    initial value, ``threshold`` τ, ``gamma``/``eta`` Z's update (γ = 0.9, η = 1: the authors' η_Z = 0.1).
 
     Each sample is scaled by the engine's factor (C/Z below Z, clipped to C above; passed to Opacus's clipping as
     the per-sample bound factor·(‖g‖ + 1e-6)), the sum gets N(0, (σ_g·C)²), and the count of samples with
@@ -345,7 +345,7 @@ class AdaClipOptimizer(AdaClipDPOptimizer):
     - The bound update: Opacus divides the noised count of unclipped samples by the REALISED batch size (a private
       quantity it does not release). Here the released value is the centred count s̃ = Σ_i (b_i − ½) + N(0, σ_u²)
       (sensitivity ½, the 2σ_u of Opacus's own noise split; it equals Opacus's noised count minus half the batch
-      size), and C moves by the engine's rule (:meth:`fairdp_core.engine.AdaClip.update_from_release`):
+      size), and C moves by the rule's policy (:meth:`fairdp_core.rules.adaclip.AdaClip.update_from_release`):
       b̃ = s̃ / B + ½ with the expected batch size B, C ← clip(C·exp(−η(b̃ − γ)), C_min, C_max). With |batch| = B
       it is exactly Opacus's update (tested).
     - Virtual steps: Opacus's ``zero_grad`` resets the counts after every physical batch, so only the last one's

@@ -123,3 +123,20 @@ def test_a_rules_opacus_entry_point_exists(name):
     if entry is not None:
         assert callable(getattr(opacus_compat, entry, None)), f"{name}: opacus_compat.{entry} does not exist"
         assert entry in opacus_compat.__all__
+
+
+def test_a_rules_module_that_defines_no_rule_is_named(monkeypatch):
+    """A helper module dropped into fairdp_core/rules/ without being listed in config.RULE_SUPPORT_MODULES is named in
+    the error (not a bare AttributeError on RULE)."""
+    import pkgutil
+    import sys
+    import types
+
+    monkeypatch.setitem(sys.modules, "fairdp_core.rules.helper", types.ModuleType("fairdp_core.rules.helper"))
+    real = pkgutil.iter_modules
+    monkeypatch.setattr(rules.pkgutil, "iter_modules",
+                        lambda path: [*real(path), pkgutil.ModuleInfo(None, "helper", False)])
+    with pytest.raises(RuntimeError, match=r"fairdp_core\.rules\.helper defines no RULE"):
+        rules._discover()
+    monkeypatch.undo()
+    assert tuple(rules._discover()) == rules.ALGORITHMS

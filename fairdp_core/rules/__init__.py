@@ -21,8 +21,13 @@ __all__ = ["ALGORITHMS", "COLORS", "COMMON_ASSUMPTIONS", "LABELS", "RULES", "Rul
 def _discover() -> dict[str, Rule]:
     """Every module of this package but ``base`` and ``policy`` (config.RULE_SUPPORT_MODULES) defines one rule as
     ``RULE``; ordered by ``Rule.order``."""
-    rules = [import_module(f"{__name__}.{m.name}").RULE for m in pkgutil.iter_modules(__path__)
-             if m.name not in RULE_SUPPORT_MODULES]
+    modules = [import_module(f"{__name__}.{m.name}") for m in pkgutil.iter_modules(__path__)
+               if m.name not in RULE_SUPPORT_MODULES]
+    for mod in modules:
+        if not isinstance(getattr(mod, "RULE", None), Rule):
+            raise RuntimeError(f"{mod.__name__} defines no RULE (a Rule instance); a module of fairdp_core/rules/ that "
+                               f"defines no rule must be named in fairdp_core.config.RULE_SUPPORT_MODULES")
+    rules = [mod.RULE for mod in modules]
     names = [r.name for r in rules]
     if len(set(names)) != len(names) or len({r.order for r in rules}) != len(rules):
         raise RuntimeError(f"two rules share a name or an order: {sorted(names)}")

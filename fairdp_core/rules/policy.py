@@ -11,7 +11,8 @@ step's per-sample norms. The trainer calls, every step:
 ``bounds()`` is always the per-group L2 sensitivity bound: every factor keeps ‖factor · g_i‖ ≤ C_{g_i}, also for a
 policy with its own ``factors`` (DPSGD-Global-Adapt's strict scaling, whose bound is C for every group).
 
-The paper code's rule (:class:`GroupMeanRatioClip`, :class:`GroupMeanRatioClipCode`) also needs the per-group sums
+The paper code's rule (:class:`~fairdp_core.rules.dpsgd_s_paper.GroupMeanRatioClip`,
+:class:`~fairdp_core.rules.dpsgd_s_paper_code.GroupMeanRatioClipCode`) also needs the per-group sums
 of per-sample gradients: a policy whose ``group_sums`` is "after" (or "before") gets them through
 ``observe_sums(sums [M, K, P], groups, weights)`` after the step (or before its clipping), weighted by
 ``sum_factors(norms)``.
