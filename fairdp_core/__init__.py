@@ -1,31 +1,42 @@
 """fairdp_core: measuring and mitigating the disparity of group privacy risks in DP machine learning.
 
-Submodules and the names below load on first use (PEP 562), so that each pipeline stage imports only the code it
-needs and dvc.yaml can declare exactly that code as the stage's dependencies.
+Every submodule (``fairdp_core.custom``, ``fairdp_core.synth``, ...) and the names below load on first use (PEP 562),
+so that each pipeline stage imports only the code it needs and dvc.yaml can declare exactly that code as the stage's
+dependencies.
 """
 
 from __future__ import annotations
 
 import importlib
+import pkgutil
+import sys
 
 __version__ = "0.1.0"
 
-_SUBMODULES = ("audit", "config", "data", "engine", "fairness", "models", "opacus_compat", "plots", "reporting",
-               "results", "seeding", "stages")
-_NAMES = {"ConfigError": "config", "Params": "config", "load_params": "config", "TrainSpec": "engine",
-          "TrainedBank": "engine", "train_bank": "engine"}
+_FROM = {"config": ("ConfigError", "Params", "load_params"), "engine": ("TrainSpec", "TrainedBank", "train_bank")}
 
 __all__ = ["ConfigError", "Params", "TrainSpec", "TrainedBank", "__version__", "config", "data", "engine",
            "load_params", "models", "train_bank"]
 
 
-def __getattr__(name: str):
-    if name in _SUBMODULES:
-        return importlib.import_module(f".{name}", __name__)
-    if name in _NAMES:
-        return getattr(importlib.import_module(f".{_NAMES[name]}", __name__), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+def _lazy_exports(package: str, path: list[str], names_from: dict[str, tuple[str, ...]]):
+    """PEP 562 for a package of this library: every submodule (found in ``path``) and every name of ``names_from``
+    (submodule -> the names it exports) load on first access. Returns (the exported names, ``__getattr__``,
+    ``__dir__``)."""
+    names = {name: mod for mod, exported in names_from.items() for name in exported}
+    submodules = {m.name for m in pkgutil.iter_modules(path)}
+
+    def __getattr__(name: str):
+        if name in names:
+            return getattr(importlib.import_module(f".{names[name]}", package), name)
+        if name in submodules:
+            return importlib.import_module(f".{name}", package)
+        raise AttributeError(f"module {package!r} has no attribute {name!r}")
+
+    def __dir__() -> list[str]:
+        return sorted({*vars(sys.modules[package]), *names, *submodules})
+
+    return sorted(names), __getattr__, __dir__
 
 
-def __dir__() -> list[str]:
-    return sorted({*globals(), *_SUBMODULES, *_NAMES})
+_, __getattr__, __dir__ = _lazy_exports(__name__, __path__, _FROM)

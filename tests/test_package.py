@@ -33,6 +33,29 @@ def test_all_exports_exist(name):
     assert not missing, f"{name}.__all__ names missing attributes: {missing}"
 
 
+def test_every_subpackage_module_is_an_attribute_without_an_explicit_import():
+    """`import fairdp_core` then `fairdp_core.custom` (and .synth, .beyond, .clip_tuning, audit.pooling, ...) works
+    without importing the submodule first (PEP 562, fairdp_core._lazy_exports), in a fresh interpreter; an unknown
+    name is still an AttributeError."""
+    import pkgutil
+    import subprocess
+    import sys
+
+    import fairdp_core
+
+    pairs = [("fairdp_core", m.name) for m in pkgutil.iter_modules(fairdp_core.__path__)]
+    for pkg in ("audit", "data"):
+        sub = importlib.import_module(f"fairdp_core.{pkg}")
+        pairs += [(f"fairdp_core.{pkg}", m.name) for m in pkgutil.iter_modules(sub.__path__)]
+    assert {("fairdp_core", "custom"), ("fairdp_core", "synth"), ("fairdp_core.audit", "pooling")} <= set(pairs)
+    code = "import importlib\n" + "".join(
+        f"assert getattr(importlib.import_module({pkg!r}), {name!r}).__name__ == {pkg + '.' + name!r}\n"
+        for pkg, name in pairs) + "import fairdp_core\ntry:\n    fairdp_core.nope\nexcept AttributeError:\n    pass\n" \
+        "else:\n    raise SystemExit('fairdp_core.nope did not raise')\n"
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr[-2000:]
+
+
 def _norm(req: str) -> str:
     return re.split(r"[<>=!~\[; ]", req.strip(), maxsplit=1)[0].lower().replace("_", "-")
 

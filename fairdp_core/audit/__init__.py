@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import importlib
+from .. import _lazy_exports
 
 _FROM = {
     "attacks": ("ESTIMATORS", "cross_fit_advantage", "ga_advantage", "ga_predictions", "gba_advantage",
@@ -16,18 +16,4 @@ _FROM = {
     "stats": ("clopper_pearson", "delta_pp", "epsilon_lb_from_counts", "epsilon_lower_bound", "gpr",
               "paired_seed_comparison", "permutation_pvalue", "seed_mean_interval", "tpr_at_fpr"),
 }
-_NAMES = {name: mod for mod, names in _FROM.items() for name in names}
-
-__all__ = sorted(_NAMES)
-
-
-def __getattr__(name: str):
-    if name in _NAMES:
-        return getattr(importlib.import_module(f".{_NAMES[name]}", __name__), name)
-    if name in _FROM:
-        return importlib.import_module(f".{name}", __name__)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *_NAMES, *_FROM})
+__all__, __getattr__, __dir__ = _lazy_exports(__name__, __path__, _FROM)

@@ -6,7 +6,7 @@ loading params.yaml imports only ``names``.
 
 from __future__ import annotations
 
-import importlib
+from .. import _lazy_exports
 
 _FROM = {
     "base": ("GroupedData", "Split", "load", "save", "stratified_split", "stratified_subset"),
@@ -15,18 +15,4 @@ _FROM = {
     "pipeline": ("prepare", "sources_from_params"),
     "names": ("DATASET_GROUPS",),
 }
-_NAMES = {name: mod for mod, names in _FROM.items() for name in names}
-
-__all__ = sorted(_NAMES)
-
-
-def __getattr__(name: str):
-    if name in _NAMES:
-        return getattr(importlib.import_module(f".{_NAMES[name]}", __name__), name)
-    if name in _FROM:
-        return importlib.import_module(f".{name}", __name__)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *_NAMES, *_FROM})
+__all__, __getattr__, __dir__ = _lazy_exports(__name__, __path__, _FROM)
