@@ -262,14 +262,25 @@ BEYOND_EPSILONS = (2.0,)
 BEYOND_SETTINGS = {("adult", "mlp", None), ("mnist", "cnn", "sgd")}  # (dataset, model, algorithm or None: all)
 
 
+def _beyond_reason(params: Params, run) -> str | None:
+    """Why ``run`` (a grid run) exists for the beyond-membership page and stays off the membership pages, in words
+    (:data:`BEYOND_EPSILONS`, the dataset variants with ``source``, :data:`BEYOND_SETTINGS`); None for a
+    membership run."""
+    if params.data.datasets[run.dataset].source is not None:
+        return f"{DATASET_LABELS.get(run.dataset, run.dataset)}, a dataset variant"
+    if run.epsilon in BEYOND_EPSILONS:
+        return f"ε = {run.epsilon:g}"
+    if (run.dataset, run.model, None) in BEYOND_SETTINGS:
+        return setting_label(run.dataset, run.model)
+    if (run.dataset, run.model, run.algorithm) in BEYOND_SETTINGS:
+        return f"{setting_label(run.dataset, run.model)} {ALGORITHM_LABELS[run.algorithm]}"
+    return None
+
+
 def membership_runs(params: Params) -> dict[str, dict]:
     """The runs the membership pages report (index, group_gpr, outcome_fairness, audit_comparison): all but those
-    that exist for the beyond-membership page (:data:`BEYOND_EPSILONS`, the dataset variants with ``source``,
-    :data:`BEYOND_SETTINGS`)."""
-    return {k: v.model_dump() for k, v in params.runs.items()
-            if params.data.datasets[v.dataset].source is None and v.epsilon not in BEYOND_EPSILONS
-            and (v.dataset, v.model, None) not in BEYOND_SETTINGS
-            and (v.dataset, v.model, v.algorithm) not in BEYOND_SETTINGS}
+    that exist for the beyond-membership page (:func:`left_out_runs`)."""
+    return {k: v.model_dump() for k, v in params.runs.items() if _beyond_reason(params, v) is None}
 
 
 def left_out_runs(params: Params) -> dict[str, list[str]]:
@@ -277,16 +288,9 @@ def left_out_runs(params: Params) -> dict[str, list[str]]:
     none is left out silently, and each page that reads :func:`membership_runs` says this."""
     out: dict[str, list[str]] = {}
     for k, v in params.runs.items():
-        if params.data.datasets[v.dataset].source is not None:
-            reason = f"{DATASET_LABELS.get(v.dataset, v.dataset)}, a dataset variant"
-        elif v.epsilon in BEYOND_EPSILONS:
-            reason = f"ε = {v.epsilon:g}"
-        elif (v.dataset, v.model, None) in BEYOND_SETTINGS or (v.dataset, v.model, v.algorithm) in BEYOND_SETTINGS:
-            reason = setting_label(v.dataset, v.model) + ("" if (v.dataset, v.model, None) in BEYOND_SETTINGS
-                                                          else f" {ALGORITHM_LABELS[v.algorithm]}")
-        else:
-            continue
-        out.setdefault(reason, []).append(k)
+        reason = _beyond_reason(params, v)
+        if reason is not None:
+            out.setdefault(reason, []).append(k)
     return out
 
 
