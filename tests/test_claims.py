@@ -25,12 +25,16 @@ PAPER_CONFIGS = {"adult": (5.0, 20), "bank": (5.0, 20), "law_paper": (10.0, 20),
                  "compas": (1.0, 50), "law_paper_c5": (5.0, 20)}
 
 
+def _profile_params(tmp_path_factory, profile: str):
+    d = tmp_path_factory.mktemp(profile)
+    shutil.copytree(ROOT / "profiles", d / "profiles")
+    use_profile(profile, d / "params.yaml", d / "profiles")
+    return load_params(d / "params.yaml")
+
+
 @pytest.fixture(scope="module")
 def claims_params(tmp_path_factory):
-    d = tmp_path_factory.mktemp("claims")
-    shutil.copytree(ROOT / "profiles", d / "profiles")
-    use_profile("claims", d / "params.yaml", d / "profiles")
-    return load_params(d / "params.yaml")
+    return _profile_params(tmp_path_factory, "claims")
 
 
 def test_claims_profile_runs_at_the_papers_design(claims_params):
@@ -52,18 +56,20 @@ def test_claims_profile_runs_at_the_papers_design(claims_params):
         assert sum(r.dataset == ds and r.algorithm == "sgd" for r in p.runs.values()) == 2
 
 
-def _summaries() -> list[dict]:
-    return [json.loads(p.read_text()) for p in sorted(SUMMARIES.glob("*.json"))]
+def _summaries(where: Path = SUMMARIES) -> list[dict]:
+    return [json.loads(p.read_text()) for p in sorted(where.glob("*.json"))]
 
 
-def test_committed_summaries_come_from_history_and_the_profile(claims_params):
-    """Every committed summary: its commit is an ancestor of HEAD, and its effective plan (train and attack plans,
-    the attacks run) is the claims profile's for that run, hash included."""
+@pytest.mark.parametrize("profile", ["claims", "claims_mnist"])
+def test_committed_summaries_come_from_history_and_the_profile(profile, tmp_path_factory):
+    """Every committed summary of a campaign profile: its commit is an ancestor of HEAD, and its effective plan
+    (train and attack plans, the attacks run) is that profile's for that run, hash included."""
     from fairdp_core.claims import effective_plan, plan_hash
 
-    summaries = _summaries()
+    claims_params = _profile_params(tmp_path_factory, profile)
+    summaries = _summaries(ROOT / "reports" / "paper" / profile)
     if not summaries:
-        pytest.skip("no claims summary committed yet")
+        pytest.skip(f"no {profile} summary committed yet")
     commits = {s["commit"] for s in summaries}
     for c in commits:
         assert "+" not in c, c

@@ -43,7 +43,7 @@ def law_smoke(project, monkeypatch):
 
 
 @pytest.mark.parametrize("profile", ["smoke", "default", "pilot", "pilot_law", "pilot_mnist_cnn", "full", "paper",
-                                     "gpu", "claims_mnist_pilot"])
+                                     "gpu", "claims_mnist_pilot", "claims_mnist"])
 def test_profiles_are_valid(project, profile):
     use_profile(profile, project / "params.yaml", project / "profiles")
     p = load_params(project / "params.yaml")
@@ -90,6 +90,14 @@ def test_profiles_are_valid(project, profile):
         # one lr for every arm: the default profile's per-algorithm lr must not reach the quantile arm
         assert {(s["lr"], s["epochs"], s["batch_size"]) for s in specs} == {(0.1, 20, 256)}
         assert {s["clip"] for s in specs if "clip" in s} == {10.0}
+    if profile == "claims_mnist":  # the design the pilot chose: 2R = 64, DP-SGD against the paper's rule made DP
+        from fairdp_core.stages.plan import train_plan
+
+        assert p.audit.m == "all" and p.audit.R == 32 and len(p.runs) == 12 * 2
+        assert {(r.dataset, r.model, r.epsilon, r.algorithm) for r in p.runs.values()} == {
+            ("mnist", "mlp", 10, "dpsgd"), ("mnist", "mlp", 10, "dpsgd_s_paper")}
+        specs = [train_plan(p, name)["spec"] for name in p.runs]
+        assert {(s["lr"], s["epochs"], s["batch_size"], s["clip"]) for s in specs} == {(0.1, 20, 256, 10.0)}
     if profile in ("pilot", "pilot_law", "paper", "gpu"):
         # the paper's lr and bound reach every run: the profile's `overrides: {}` clears the default profile's
         # per-dataset overrides (it once merged them in, and the first pilot ran Adult at lr 0.5)
