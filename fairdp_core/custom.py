@@ -43,6 +43,7 @@ from .audit.design import audit_design
 from .audit.inference import cross_fit_contributions, group_inference
 from .audit.run import audit
 from .audit.signals import logit_confidence
+from .audit.verdicts import is_degenerate
 from .versions import package_versions
 
 __all__ = ["CustomAudit", "audit_bank", "audit_csv", "audit_model", "correctness_labels", "load_model_spec"]
@@ -479,8 +480,9 @@ def audit_model(X: np.ndarray, y: np.ndarray, groups: np.ndarray, *, model="mlp"
         info["accuracy"] = float((pred == np.asarray(y_test)[None]).mean())
         info["majority_class_rate"] = float(np.bincount(np.asarray(y_test)).max() / len(y_test))
         info["largest_predicted_class_share"] = float(np.bincount(pred.ravel()).max() / pred.size)
-        info["degenerate"] = bool(info["largest_predicted_class_share"] >= 0.99
-                                  or info["accuracy"] <= info["majority_class_rate"] + 0.005)
+        yt = np.asarray(y_test)
+        balanced = float(np.mean([(pred[:, yt == c] == c).mean() for c in np.unique(yt)]))
+        info["degenerate"] = is_degenerate(info["largest_predicted_class_share"], balanced, n_classes)
     info["spec"] = asdict(spec)
     return audit_bank(loss, mem, g[idx], logits=logits, y=y[idx], group_names=group_names, slices=cuts,
                       intersections=intersections, alpha=alpha, seed=seed, delta=delta, title=title, extra=info)

@@ -305,6 +305,14 @@ def left_out_sentence(params: Params) -> str:
             f"membership page ({parts}).")
 
 
+def n_classes_of(params: Params, dataset: str) -> int:
+    """The number of label classes of ``dataset`` (a study dataset, or a variant naming one with ``source``)."""
+    from .data.names import DATASET_CLASSES
+
+    opts = params.data.datasets.get(dataset)
+    return DATASET_CLASSES[(opts.source if opts is not None else None) or dataset]
+
+
 def _grid_run_table(params: Params) -> pd.DataFrame:
     """:func:`run_table` of the grid's runs (the sweep's, which carry their own τ, left out; and those of the
     beyond-membership page, :func:`membership_runs`)."""
@@ -318,7 +326,7 @@ def main_table(params: Params, attack: str = "alooa_cross_fit", df: pd.DataFrame
     df = _grid_run_table(params) if df is None else df  # ``df``: the grid's run table when the caller has it
     df = df[df.attack == attack]
     keys = ["dataset", "model", "epsilon", "algorithm"]
-    rows = [pd.concat([pd.Series(dict(zip(keys, k))), seed_stats(g, params.audit.alpha)])
+    rows = [pd.concat([pd.Series(dict(zip(keys, k))), seed_stats(g, params.audit.alpha, n_classes_of(params, k[0]))])
             for k, g in df.groupby(keys, dropna=False, sort=False)]
     out = pd.DataFrame(rows)
     if len(out):
@@ -409,7 +417,7 @@ def _main_rows(agg: pd.DataFrame) -> str:
             acc = f"{100 * r.accuracy:.1f}%" + ("" if one else f" ± {100 * r.accuracy_sd:.2f} pp")
             acc_ci = ("— (one seed)" if one or not np.isfinite(r.accuracy_lo) else
                       f"[{100 * r.accuracy_lo:.1f}, {100 * r.accuracy_hi:.1f}]")
-            flag = ("<b title='≥ 99% of test predictions in one class, or balanced accuracy below 0.52'>⚠ degenerate"
+            flag = ("<b title='≥ 99% of test predictions in one class, or balanced accuracy below chance + 0.02 (0.52 with two classes, 0.12 with ten)'>⚠ degenerate"
                     "</b>" if r.degenerate else "no")
             sd = "± — (one seed)" if one else f"± {_num(r.delta_sd)}"
             if np.isfinite(r.p_seed_heterogeneity) and r.p_seed_heterogeneity < 0.05:
@@ -470,7 +478,8 @@ over the pairs of groups (Bonferroni): each pairwise contrast's variance is the 
 beyond it, Cochran's Q p &lt; 0.05). Their coverage was checked by simulation
 (<code>reports/coverage/coverage.md</code>). For two groups the signed contrast GPR(first group) − GPR(second) is given
 with its interval. A row is flagged <b>degenerate</b> when ≥ 99% of its test predictions fall in one class or its
-balanced accuracy is below 0.52: its Δ describes a model that has not learned the task. The accounting line ends with
+balanced accuracy is below chance + 0.02 (0.52 with two classes, 0.12 with MNIST's ten): its Δ describes a model
+that has not learned the task. The accounting line ends with
 each group's share of per-sample gradients clipped during training (a diagnostic outside ε): a group-specific bound
 matters only where clipping binds.</p></details>
 </body></html>"""

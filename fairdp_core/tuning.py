@@ -3,8 +3,9 @@
 The prepared training split is cut once (seeded) into a fitting part (80%) and a validation part (20%); the test
 split and the audit are never looked at. For every setting of the grid, a bank of ``M`` models per algorithm and ε
 trains on the fitting part and is scored on the validation part: accuracy, balanced accuracy and the largest
-predicted-class share (the degenerate-model check: ≥ 0.99, or balanced accuracy < 0.52). The choice depends on
-private data and is not charged to any ε; reports that use it say so (docs/study.md, 'Tuning outside ε').
+predicted-class share (the degenerate-model check, :func:`~fairdp_core.audit.verdicts.is_degenerate`: ≥ 0.99, or
+balanced accuracy below 1/K + 0.02). The choice depends on private data and is not charged to any ε; reports that
+use it say so (docs/study.md, 'Tuning outside ε').
 
     fairdp tune --dataset bank --model lr --lr 0.5 2 5 --epochs 5 20 --out reports/tuning/bank-lr.json
 """
@@ -31,6 +32,7 @@ def validation_sweep(data, model: str, *, grid: dict[str, list], algorithms: lis
     TrainSpec fields every run shares (e.g. batch_size, delta, the DP-SGD-S constants)."""
     from tqdm.auto import tqdm
 
+    from .audit.verdicts import is_degenerate
     from .engine import TrainSpec, train_bank
 
     tr = data.train
@@ -56,7 +58,7 @@ def validation_sweep(data, model: str, *, grid: dict[str, list], algorithms: lis
         share = max(float((pred == c).mean()) for c in range(data.n_classes))
         rows.append({**setting, "algorithm": alg, "epsilon": eps, "val_accuracy": float((pred == yv).mean()),
                      "val_balanced_accuracy": float(balanced.mean()), "top_pred_share": share,
-                     "degenerate": bool(share >= 0.99 or balanced.mean() < 0.52)})
+                     "degenerate": is_degenerate(share, float(balanced.mean()), data.n_classes)})
     return rows
 
 

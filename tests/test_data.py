@@ -350,6 +350,19 @@ def test_params_schema_names_the_registrys_datasets_and_groups():
     assert {k: tuple(v.groups) for k, v in REGISTRY.items()} == DATASET_GROUPS
 
 
+def test_dataset_class_counts_match_the_prepared_data(params):
+    """data/names.py's class counts (chance for the degenerate check) are those of the datasets as loaded."""
+    from fairdp_core.config import DatasetOptions
+    from fairdp_core.data import sources_from_params
+    from fairdp_core.data.loaders import load_dataset
+    from fairdp_core.data.names import DATASET_CLASSES, DATASET_GROUPS
+
+    assert set(DATASET_CLASSES) == set(DATASET_GROUPS)
+    for name in sorted(set(DATASET_CLASSES) - {"cifar10"}):  # every dataset in the mirror (CIFAR-10 is not)
+        data = load_dataset(name, DatasetOptions(), sources_from_params(params), seed=0)
+        assert data.n_classes == DATASET_CLASSES[name], name
+
+
 def test_law_paper_variant_is_the_papers_task(params):
     """The paper's Law task (its public code): first-attempt pass (bar1 = P) from eight scores and White /
     non-White, on the same raw file as the study's law (eventual pass). Counts measured on the mirror's file:

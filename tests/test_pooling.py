@@ -82,6 +82,24 @@ def test_seed_stats_means_and_degenerate_boundaries():
     assert not seed_stats(_config(top_pred_share=[0.989, 0.5]))["degenerate"]
     assert seed_stats(_config(balanced_accuracy=[0.519, 0.519]))["degenerate"]
     assert not seed_stats(_config(balanced_accuracy=[0.52, 0.52]))["degenerate"]
+    # ten classes: chance is 0.1, so 0.3 balanced accuracy has learned something and 0.119 has not
+    assert not seed_stats(_config(balanced_accuracy=[0.3, 0.3]), n_classes=10)["degenerate"]
+    assert seed_stats(_config(balanced_accuracy=[0.119, 0.119]), n_classes=10)["degenerate"]
+    # no balanced accuracy stored: accuracy against the majority rate + 0.005
+    assert seed_stats(_config(balanced_accuracy=[None, None], accuracy=[0.754, 0.754]))["degenerate"]
+    assert not seed_stats(_config(balanced_accuracy=[None, None], accuracy=[0.756, 0.756]))["degenerate"]
+
+
+def test_one_degenerate_definition_everywhere():
+    """Pooling, tuning, the custom audit and the claims verdicts all call verdicts.is_degenerate: no module states
+    the thresholds again."""
+    import re
+
+    pkg = ROOT / "fairdp_core"
+    offenders = [str(p.relative_to(ROOT)) for p in pkg.rglob("*.py") if p.name != "verdicts.py"
+                 and re.search(r">=\s*0\.99\b|<\s*0\.52|\+\s*0\.005", p.read_text())]
+    assert offenders == []
+
 
 
 def test_mean_clipped_and_minimal_detectable_effect():

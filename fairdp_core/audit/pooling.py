@@ -13,6 +13,7 @@ import numpy as np
 import pandas as pd
 
 from .stats import holm, pool_over_seeds, seed_mean_interval
+from .verdicts import is_degenerate
 
 __all__ = ["correlation_interval", "group_gpr_over_seeds", "mean_clipped", "minimal_detectable_effect", "pooled_delta",
            "seed_stats"]
@@ -73,10 +74,10 @@ def mean_clipped(g: pd.DataFrame) -> dict[str, float] | None:
     return {k: float(np.mean([c[k] for c in parts if c.get(k) is not None])) for k in parts[0]}
 
 
-def seed_stats(g: pd.DataFrame, alpha: float = 0.05) -> pd.Series:
+def seed_stats(g: pd.DataFrame, alpha: float = 0.05, n_classes: int = 2) -> pd.Series:
     """One configuration over its seeds: means and SDs, Δ's interval and the two-group contrast pooled over the
     seeds (each seed's crossed variance; Cochran's Q flags seeds that disagree), the null floor, and the
-    models-that-learn check."""
+    models-that-learn check (:func:`~fairdp_core.audit.verdicts.is_degenerate`, chance 1/``n_classes``)."""
     one = len(g) == 1
     acc = float(g["accuracy"].mean())
     majority = float(g["majority_rate"].mean()) if g["majority_rate"].notna().any() else float("nan")
@@ -97,9 +98,7 @@ def seed_stats(g: pd.DataFrame, alpha: float = 0.05) -> pd.Series:
         "accuracy_lo": float("nan") if acc_ci["lo"] is None else acc_ci["lo"],
         "accuracy_hi": float("nan") if acc_ci["hi"] is None else acc_ci["hi"],
         "majority_rate": majority, "top_pred_share": top, "balanced_accuracy": balanced,
-        # degenerate: (almost) one predicted class, or balanced accuracy below 0.52 (summaries without it: no
-        # better than always predicting the majority class)
-        "degenerate": bool(top >= 0.99 or (balanced < 0.52 if np.isfinite(balanced) else acc <= majority + 0.005)),
+        "degenerate": is_degenerate(top, balanced, n_classes, accuracy=acc, majority=majority),
         "clipped_fraction": clipped,
         # Δ of the seed-averaged GPRs (what the interval covers); the mean of the per-seed plug-in Δs beside it
         "delta_pp": float(pooled.get("delta_pooled_pp", g["delta_pp"].mean())),

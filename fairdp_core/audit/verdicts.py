@@ -32,7 +32,7 @@ from scipy import stats
 from .stats import holm, paired_seed_comparison, seeds_for_power
 
 __all__ = ["ESTIMATORS", "LIKE_FOR_LIKE_PP", "MIN_SEEDS", "PAPER_QUOTED", "POWER_RULES", "RULE_ORDER", "claims_table",
-           "degenerate", "load_summaries", "seeds_needed"]
+           "degenerate", "is_degenerate", "load_summaries", "seeds_needed"]
 
 ESTIMATORS = {"cross_fit": "alooa_cross_fit", "in_sample": "alooa_in_sample"}
 LIKE_FOR_LIKE_PP = 2.0
@@ -50,14 +50,27 @@ PAPER_QUOTED = {
 }
 
 
+def is_degenerate(top_share: float, balanced: float | None = None, n_classes: int = 2, *,
+                  accuracy: float | None = None, majority: float | None = None) -> bool:
+    """The one definition of a model that has not learned the task: ≥ 99% of its test predictions in one class
+    (``top_share``), or balanced accuracy below chance + 0.02 (1/K + 0.02 for K = ``n_classes`` classes). Where the
+    balanced accuracy is unknown (None or NaN), test accuracy no better than the majority-class rate + 0.005."""
+    if top_share is not None and np.isfinite(top_share) and top_share >= 0.99:
+        return True
+    if balanced is not None and np.isfinite(balanced):
+        return bool(balanced < 1 / n_classes + 0.02)
+    if accuracy is not None and majority is not None and np.isfinite(accuracy) and np.isfinite(majority):
+        return bool(accuracy <= majority + 0.005)
+    return False
+
+
 def degenerate(accuracy: dict, n_classes: int = 2) -> bool:
-    """A model that has not learned the task: ≥ 99% of its test predictions in one class, or balanced accuracy
-    below chance + 0.02 (1/K + 0.02 for K classes). ``accuracy``: a train stage's accuracy block; a block without
-    ``largest_predicted_class_share`` or ``balanced`` is an error, not "not degenerate"."""
+    """:func:`is_degenerate` of a train stage's accuracy block; a block without ``largest_predicted_class_share``
+    or ``balanced`` is an error, not "not degenerate"."""
     missing = [k for k in ("largest_predicted_class_share", "balanced") if accuracy.get(k) is None]
     if missing:
         raise ValueError(f"accuracy block without {', '.join(missing)}: cannot tell whether the model is degenerate")
-    return bool(accuracy["largest_predicted_class_share"] >= 0.99 or accuracy["balanced"] < 1 / n_classes + 0.02)
+    return is_degenerate(accuracy["largest_predicted_class_share"], accuracy["balanced"], n_classes)
 
 
 def load_summaries(directory: str | Path, *, numerics: int | None = None, files: list[Path] | None = None

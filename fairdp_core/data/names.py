@@ -6,7 +6,7 @@ agrees with the loaders' registry (:data:`fairdp_core.data.loaders.REGISTRY`). T
 
 from __future__ import annotations
 
-__all__ = ["DATASET_GROUPS"]
+__all__ = ["DATASET_CLASSES", "DATASET_GROUPS"]
 
 DATASET_GROUPS: dict[str, tuple[str, ...]] = {
     "adult": ("sex", "race"),
@@ -18,4 +18,11 @@ DATASET_GROUPS: dict[str, tuple[str, ...]] = {
     "mnist": ("digit",),
     "utkface": ("race",),
     "cifar10": ("class",),  # not in the mirror: the gpu profile's DP-SGD utility check
+}
+
+# The number of label classes of each dataset's task (tests check it against the loaded data): what "chance" means
+# for the degenerate-model check (:func:`fairdp_core.audit.verdicts.is_degenerate`) where a summary does not say.
+DATASET_CLASSES: dict[str, int] = {
+    "adult": 2, "bank": 2, "credit": 2, "law": 2, "law_paper": 2, "compas": 2, "mnist": 10, "utkface": 2,
+    "cifar10": 10,
 }
