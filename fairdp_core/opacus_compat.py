@@ -34,6 +34,7 @@ charged σ_eff by the accountant hook:
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Sequence
 
 import torch
@@ -73,6 +74,26 @@ class _GroupBounds:
     def set_groups(self, groups: torch.Tensor) -> None:
         """Group label (0..K-1) of every sample in the (physical) batch about to be stepped, [B]."""
         self._groups = torch.as_tensor(groups, dtype=torch.int64)
+
+    @contextlib.contextmanager
+    def _one_batch(self):
+        """Around a batch's clipping: afterwards (error or not) Opacus's scalar bound is max_k C_k again and the
+        batch's groups are forgotten."""
+        try:
+            yield
+        finally:
+            self.max_grad_norm = float(self.bounds.max())
+            self._groups = None
+
+    def _add_gradient_noise(self) -> None:
+        """Opacus's noise on the clipped sum, N(0, (σ_g · max_k C_k)²) (secure_mode honoured); the accountant hook
+        then reads σ_eff, restored here."""
+        sigma_eff = self.noise_multiplier
+        self.noise_multiplier, self.max_grad_norm = self.grad_noise_multiplier, float(self.bounds.max())
+        try:
+            super().add_noise()
+        finally:
+            self.noise_multiplier = sigma_eff
 
 
 class DPSGDSOptimizer(_GroupBounds, DPOptimizer):
@@ -117,11 +138,11 @@ class DPSGDSOptimizer(_GroupBounds, DPOptimizer):
     def clip_and_accumulate(self) -> None:
         if self._groups is None:
             raise RuntimeError("DPSGDSOptimizer: call set_groups(groups) with the batch's group labels before step()")
-        try:
+        with self._one_batch():
             if len(self.grad_samples[0]) == 0:  # empty Poisson batch: nothing to clip, nothing to count
                 self.max_grad_norm = float(self.bounds.max())
                 return super().clip_and_accumulate()
-            norms = torch.stack([g.reshape(len(g), -1).norm(2, dim=-1) for g in self.grad_samples], 1).norm(2, dim=1)
+            norms = _norms(self.grad_samples)
             groups = self._groups.to(norms.device)
             if len(groups) != len(norms):
                 raise ValueError(f"set_groups got {len(groups)} labels for a batch of {len(norms)}")
@@ -130,17 +151,9 @@ class DPSGDSOptimizer(_GroupBounds, DPOptimizer):
             # rules.policy.clip_factors (tests/test_opacus_compat.py checks the two agree).
             self.max_grad_norm = self.bounds[groups]
             super().clip_and_accumulate()
-        finally:
-            self.max_grad_norm = float(self.bounds.max())
-            self._groups = None
 
     def add_noise(self) -> None:
-        sigma_eff = self.noise_multiplier
-        self.noise_multiplier, self.max_grad_norm = self.grad_noise_multiplier, float(self.bounds.max())
-        try:
-            super().add_noise()  # N(0, (σ_g · max_k C_k)²), secure_mode honoured by Opacus
-        finally:
-            self.noise_multiplier = sigma_eff  # the accountant hook reads σ_eff
+        self._add_gradient_noise()
         noise = _generate_noise(std=self.sigma_b, reference=self._counts, generator=self.generator,
                                 secure_mode=self.secure_mode)
         self.released = self._counts + noise
@@ -218,7 +231,7 @@ class DPSGDFOptimizer(_GroupBounds, DPOptimizer):
             raise RuntimeError("DPSGDFOptimizer does not take virtual steps: its bounds come from the noised counts "
                                "of the whole batch they clip; use a physical batch as large as the logical one (or "
                                "zero_grad() was not called after the last step)")
-        try:
+        with self._one_batch():
             empty = len(self.grad_samples[0]) == 0
             groups = self._groups.to(self.released.device)
             if empty:
@@ -235,18 +248,9 @@ class DPSGDFOptimizer(_GroupBounds, DPOptimizer):
             # per-sample bounds: Opacus's (max_grad_norm / (norm + 1e-6)).clamp(max=1) is rules.policy.clip_factors
             self.max_grad_norm = float(self.bounds.max()) if empty else self.bounds[groups]
             super().clip_and_accumulate()
-        finally:
-            self.max_grad_norm = float(self.bounds.max())
-            self._groups = None
 
     def add_noise(self) -> None:
-        sigma_eff = self.noise_multiplier
-        self.noise_multiplier = self.grad_noise_multiplier
-        self.max_grad_norm = float(self._rule.bounds().amax())  # max_k C_k over ALL K groups
-        try:
-            super().add_noise()  # N(0, (σ_g · max_k C_k)²), secure_mode honoured by Opacus
-        finally:
-            self.noise_multiplier = sigma_eff  # the accountant hook reads σ_eff
+        self._add_gradient_noise()  # noise scale max_k C_k over ALL K groups
 
 
 def make_private_dpsgd_f(privacy_engine, *, module, optimizer, data_loader, noise_multiplier: float,

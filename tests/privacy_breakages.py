@@ -153,8 +153,10 @@ BREAKAGES = (
     Breakage("DPSGD-F optimizer: counts not noised", "fairdp_core/opacus_compat.py",
              "self.released = counts + noise  #", "self.released = counts  #"),
     Breakage("DPSGD-F optimizer: noise scaled by the smallest bound", "fairdp_core/opacus_compat.py",
-             "self.max_grad_norm = float(self._rule.bounds().amax())  # max_k C_k over ALL K groups",
-             "self.max_grad_norm = float(self._rule.bounds().amin())  # max_k C_k over ALL K groups"),
+             "self._add_gradient_noise()  # noise scale max_k C_k over ALL K groups",
+             "sigma_eff = self.noise_multiplier; self.noise_multiplier, self.max_grad_norm = "
+             "self.grad_noise_multiplier, float(self.bounds.min()); DPOptimizer.add_noise(self); "
+             "self.noise_multiplier = sigma_eff"),
     Breakage("DPSGD-F optimizer: virtual steps allowed", "fairdp_core/opacus_compat.py",
              "if self._check_skip_next_step(pop_next=False) or any(", "if False and any("),
     Breakage("Global-Adapt optimizer: count not noised", "fairdp_core/opacus_compat.py",

@@ -17,7 +17,6 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from functools import cached_property
 
 import numpy as np
 import pandas as pd
@@ -43,11 +42,14 @@ from .stats import delta_pp, epsilon_lower_bound, gpr, pair_folds, tpr_at_fpr_cl
 __all__ = ["ATTACKS", "INTERVALS", "REGISTRY", "Attack", "AuditResult", "Bank", "audit"]
 
 
+SCORE_NAMES = ("lira_online", "lira_offline", "rmia", "rmia_offline")
+
+
 @dataclass
 class Bank:
     """One bank's signals and the scores computed from them, each computed once on first use (an attack, the
-    low-FPR view and a caller's ROC read the same arrays). ``rng``: the one generator every permutation draws
-    from, in the registry's order."""
+    low-FPR view and a caller's ROC read the same arrays; :meth:`computed_scores` returns those computed). ``rng``:
+    the one generator every permutation draws from, in the registry's order."""
 
     loss: np.ndarray
     phi: np.ndarray
@@ -56,27 +58,37 @@ class Bank:
     K: int
     rng: np.random.Generator
     n_null: int
+    _cache: dict[str, np.ndarray] = field(default_factory=dict, init=False, repr=False)
 
-    @cached_property
+    def _once(self, name: str, compute: Callable[[], np.ndarray]) -> np.ndarray:
+        if name not in self._cache:
+            self._cache[name] = compute()
+        return self._cache[name]
+
+    @property
     def scores(self) -> np.ndarray:
         """PA-ALOOA's score: −loss, float64."""
-        return -np.asarray(self.loss, dtype=np.float64)
+        return self._once("scores", lambda: -np.asarray(self.loss, dtype=np.float64))
 
-    @cached_property
+    @property
     def lira_online(self) -> np.ndarray:
-        return lira_scores(self.phi, self.mem, mode="online")
+        return self._once("lira_online", lambda: lira_scores(self.phi, self.mem, mode="online"))
 
-    @cached_property
+    @property
     def lira_offline(self) -> np.ndarray:
-        return lira_scores(self.phi, self.mem, mode="offline")
+        return self._once("lira_offline", lambda: lira_scores(self.phi, self.mem, mode="offline"))
 
-    @cached_property
+    @property
     def rmia(self) -> np.ndarray:
-        return rmia_scores(self.phi, self.mem)
+        return self._once("rmia", lambda: rmia_scores(self.phi, self.mem))
 
-    @cached_property
+    @property
     def rmia_offline(self) -> np.ndarray:
-        return rmia_scores(self.phi, self.mem, mode="offline")
+        return self._once("rmia_offline", lambda: rmia_scores(self.phi, self.mem, mode="offline"))
+
+    def computed_scores(self) -> dict[str, np.ndarray]:
+        """The attack scores (of :data:`SCORE_NAMES`) computed so far, in that order."""
+        return {k: self._cache[k] for k in SCORE_NAMES if k in self._cache}
 
     def gba_floor(self) -> float:
         """PA-GBA's null floor: its per-group thresholds refitted on permuted group labels (the rows sorted once)."""
@@ -240,6 +252,5 @@ def audit(loss: np.ndarray, phi: np.ndarray, mem: np.ndarray, g: np.ndarray, nam
         group_rows += [{"attack": attack.name, "group": k, "group_name": names[k], "n_records": int((g == k).sum()),
                         "gpr": est[k], "gpr_lo": summ["gpr_lo"][k], "gpr_hi": summ["gpr_hi"][k]} for k in range(K)]
     low_fpr, rows = _low_fpr(bank, names, alpha=alpha, delta=delta)
-    scores = {k: bank.__dict__[k] for k in ("lira_online", "lira_offline", "rmia", "rmia_offline") if k in bank.__dict__}
     return AuditResult(records=records, group_rows=group_rows + rows, attacks=summaries, low_fpr=low_fpr,
-                       timings=timings, scores=scores)
+                       timings=timings, scores=bank.computed_scores())
