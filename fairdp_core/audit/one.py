@@ -27,6 +27,7 @@ from __future__ import annotations
 import itertools
 import warnings
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -35,7 +36,8 @@ from scipy import stats as st
 from .inference import holm
 from .stats import tpr_at_fpr
 
-__all__ = ["OneModelAudit", "audit_one", "coverage_study", "loss_scores"]
+__all__ = ["OneModelAudit", "audit_one", "check_disjoint", "coverage_study", "load_model_file", "loss_scores",
+           "model_file_scores"]
 
 
 def _best_threshold(s_in: np.ndarray, s_out: np.ndarray) -> float:
@@ -178,7 +180,10 @@ def loss_scores(model, X, y, *, batch_size: int = 1024):
     if len(X) != len(y):
         raise ValueError(f"{len(X)} records but {len(y)} labels")
     out = []
-    model.eval()
+    try:
+        model.eval()
+    except NotImplementedError:  # a torch.export program: its train/eval behaviour was fixed when it was exported
+        pass
     with torch.no_grad():
         for i in range(0, len(X), batch_size):
             logits = model(X[i:i + batch_size].float())
@@ -187,6 +192,60 @@ def loss_scores(model, X, y, *, batch_size: int = 1024):
                                  f"(labels run to {int(y.max())})")
             out.append(-torch.nn.functional.cross_entropy(logits, y[i:i + batch_size], reduction="none"))
     return torch.cat(out).numpy().astype(float)
+
+
+def load_model_file(path: str | Path):
+    """A saved classifier: a ``torch.export`` program (``torch.export.save``; export it with a dynamic batch
+    dimension) or TorchScript (``torch.jit.save``). Pickled modules (``torch.save(model)``) are refused: loading one
+    runs arbitrary code."""
+    import torch
+
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"--model-file {path}: no such file")
+    try:
+        return torch.jit.load(str(path), map_location="cpu")
+    except (RuntimeError, ValueError):
+        pass
+    try:
+        return torch.export.load(str(path)).module()
+    except Exception:  # noqa: BLE001 - any failure means: not an exported program either
+        raise ValueError(f"--model-file {path}: neither TorchScript nor a torch.export program; save the model with "
+                         "torch.jit.save(torch.jit.script(model), path) or torch.export.save(torch.export.export("
+                         "model, (example,)), path)") from None
+
+
+def model_file_scores(model_file: str | Path, data: str | Path, *, label: str, member: str, group: str,
+                      id_column: str | None = None, drop: tuple[str, ...] = (), group_feature: bool = False
+                      ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(scores, member mask, groups) of every record of ``data`` (a CSV holding the model's inputs, its label,
+    a 0/1 ``member`` column and the ``group`` column) under the saved model: scores are the negated per-record
+    losses (:func:`loss_scores`). The inputs are every other column but ``id_column`` and ``drop``, in file order
+    (the group column too with ``group_feature``), numeric and as the model was trained on them. Checked before
+    the model runs: the columns, the 0/1 membership, shared IDs between members and non-members (an error; with
+    no IDs, identical rows are a warning)."""
+    df = pd.read_csv(data, sep=None, engine="python")
+    need = [c for c in (label, member, group, id_column, *drop) if c is not None]
+    missing = [c for c in need if c not in df.columns]
+    if missing:
+        raise KeyError(f"{data}: no column {', '.join(map(repr, missing))} (it has {', '.join(df.columns)})")
+    if not set(df[member].unique()) <= {0, 1}:
+        raise ValueError(f"{data}: column {member!r} must be 0/1 (1: a training record of the model)")
+    skip = {label, member, id_column, *drop} | (set() if group_feature else {group})
+    features = [c for c in df.columns if c not in skip]
+    text = [c for c in features if not pd.api.types.is_numeric_dtype(df[c])]
+    if text or not features:
+        raise ValueError(f"{data}: the model's inputs must be numeric columns; "
+                         + (f"not numeric: {', '.join(map(repr, text))} (encode them as the model was trained, or "
+                            "--drop them)" if text else "no input column is left"))
+    if not pd.api.types.is_integer_dtype(df[label]) or (df[label] < 0).any():
+        raise ValueError(f"{data}: label column {label!r} must hold class indices 0..C-1")
+    m = df[member].astype(bool).to_numpy()
+    X = df[features].to_numpy(np.float32)
+    check_disjoint(*((df[id_column][m], df[id_column][~m]) if id_column else (None, None)),
+                   X_train=X[m], X_holdout=X[~m])
+    scores = loss_scores(load_model_file(model_file), X, df[label].to_numpy())
+    return scores, m, df[group].astype(str).to_numpy()
 
 
 def check_disjoint(train_ids=None, holdout_ids=None, X_train=None, X_holdout=None) -> None:

@@ -44,6 +44,7 @@ def _cmd_audit_custom(args: argparse.Namespace) -> int:
 
 def _cmd_audit_one(args: argparse.Namespace) -> int:
     import json
+    import warnings
 
     import numpy as np
     import pandas as pd
@@ -51,19 +52,41 @@ def _cmd_audit_one(args: argparse.Namespace) -> int:
     from ..atomic import check_output_dir, write_managed_dir
     from ..audit.one import audit_one
 
-    check_output_dir(args.out, force=args.force, protect=(args.scores,))  # before any work
-    df = pd.read_csv(args.scores, sep=None, engine="python")
-    score_col = args.score or args.loss
-    missing = [c for c in (score_col, args.member, args.group) if c not in df.columns]
-    if missing:
-        raise KeyError(f"{args.scores}: no column {', '.join(map(repr, missing))} (it has {', '.join(df.columns)})")
-    member = df[args.member]
-    if not set(member.unique()) <= {0, 1}:
-        raise ValueError(f"{args.scores}: column {args.member!r} must be 0/1 (1: a training record of the model)")
-    scores = df[score_col].to_numpy(float) * (1.0 if args.score else -1.0)  # a loss: lower means member
-    m = member.astype(bool).to_numpy()
-    res = audit_one(scores[m], scores[~m], df[args.group].astype(str).to_numpy()[m],
-                    df[args.group].astype(str).to_numpy()[~m], alpha=args.alpha, n_null=args.n_null,
+    if (args.scores is None) == (args.model_file is None):
+        raise ValueError("give --scores CSV (per-record losses or scores), or --model-file with --data and --label")
+    if args.model_file is not None and (args.data is None or args.label is None):
+        raise ValueError("--model-file needs --data (the records: the model's inputs, --label, --member, --group) "
+                         "and --label")
+    if args.scores is not None and (args.loss is None) == (args.score is None):
+        raise ValueError("--scores needs one of --loss COLUMN or --score COLUMN")
+    inputs = tuple(str(p) for p in (args.scores, args.data, args.model_file) if p is not None)
+    check_output_dir(args.out, force=args.force, protect=inputs)  # before any work
+    if args.model_file is not None:
+        from ..audit.one import model_file_scores
+
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            scores, m, groups = model_file_scores(args.model_file, args.data, label=args.label, member=args.member,
+                                                  group=args.group, id_column=args.id, drop=tuple(args.drop),
+                                                  group_feature=args.group_feature)
+        for w in caught:
+            print(f"fairdp audit-one: warning: {w.message}", file=sys.stderr)
+        score_col, source = "loss under the model", Path(args.model_file).name
+    else:
+        df = pd.read_csv(args.scores, sep=None, engine="python")
+        score_col = args.score or args.loss
+        missing = [c for c in (score_col, args.member, args.group) if c not in df.columns]
+        if missing:
+            raise KeyError(f"{args.scores}: no column {', '.join(map(repr, missing))} (it has "
+                           f"{', '.join(df.columns)})")
+        member = df[args.member]
+        if not set(member.unique()) <= {0, 1}:
+            raise ValueError(f"{args.scores}: column {args.member!r} must be 0/1 (1: a training record of the model)")
+        scores = df[score_col].to_numpy(float) * (1.0 if args.score else -1.0)  # a loss: lower means member
+        m = member.astype(bool).to_numpy()
+        groups = df[args.group].astype(str).to_numpy()
+        source = Path(args.scores).name
+    res = audit_one(scores[m], scores[~m], groups[m], groups[~m], alpha=args.alpha, n_null=args.n_null,
                     min_per_group=args.min_per_group, seed=args.seed)
 
     def write(tmp: Path) -> None:
@@ -72,9 +95,9 @@ def _cmd_audit_one(args: argparse.Namespace) -> int:
         (tmp / "summary.json").write_text(json.dumps({
             "delta_pp": res.delta_pp, "delta_lo": res.delta_lo, "delta_hi": res.delta_hi,
             "null_floor_pp": res.null_floor_pp, "alpha": res.alpha, "n_members": int(m.sum()),
-            "n_nonmembers": int((~m).sum()), "score": score_col, "scores_file": Path(args.scores).name}, indent=1) + "\n")
+            "n_nonmembers": int((~m).sum()), "score": score_col, "scores_file": source}, indent=1) + "\n")
 
-    out = write_managed_dir(args.out, write, force=args.force, protect=(args.scores,))
+    out = write_managed_dir(args.out, write, force=args.force, protect=inputs)
     for line in res.answer():
         print(line)
     cols = ["group", "n_members", "n_nonmembers", "advantage_pp", "lo_pp", "hi_pp", "tpr_at_0.01_fpr"]
@@ -114,12 +137,25 @@ def register(add) -> None:
     ac.add_argument("--quiet", action="store_true", help="no progress bar")
     ac.set_defaults(func=_cmd_audit_custom)
     ao = add("custom", "audit-one", help="per-group membership audit of ONE trained model, from its per-record "
-                        "losses or scores on its training records and on held-out records (a CSV)")
-    ao.add_argument("--scores", required=True, help="a CSV: one row per record, its loss (or score), whether it was a "
-                    "training record, its group")
-    sc = ao.add_mutually_exclusive_group(required=True)
-    sc.add_argument("--loss", help="the column of per-record losses (lower: more member-like)")
-    sc.add_argument("--score", help="the column of per-record scores (higher: more member-like)")
+                        "losses or scores on its training records and on held-out records (a CSV), or from the saved "
+                        "model and those records")
+    ao.add_argument("--scores", help="a CSV: one row per record, its loss (or score), whether it was a training "
+                    "record, its group")
+    sc = ao.add_mutually_exclusive_group()
+    sc.add_argument("--loss", help="with --scores: the column of per-record losses (lower: more member-like)")
+    sc.add_argument("--score", help="with --scores: the column of per-record scores (higher: more member-like)")
+    ao.add_argument("--model-file", help="instead of --scores: the trained classifier, saved as a torch.export "
+                    "program (batch dimension dynamic) or TorchScript (torch.jit.save); its per-record "
+                    "cross-entropy losses on --data are audited")
+    ao.add_argument("--data", help="with --model-file: a CSV of the training and held-out records, the model's "
+                    "numeric inputs in its column order plus --label, --member and --group")
+    ao.add_argument("--label", help="with --model-file: the class-index column (0..C-1)")
+    ao.add_argument("--id", help="with --model-file: a record-ID column; an ID among both members and non-members is "
+                    "an error (without IDs, identical rows are a warning)")
+    ao.add_argument("--drop", action="append", default=[], help="with --model-file: a column that is not a model "
+                    "input (repeatable)")
+    ao.add_argument("--group-feature", action="store_true", help="with --model-file: the (numeric) group column is "
+                    "one of the model's inputs")
     ao.add_argument("--member", default="member", help="the 0/1 column: 1 for the model's training records "
                     "(default member)")
     ao.add_argument("--group", required=True, help="the column whose groups are compared")
