@@ -24,8 +24,8 @@ from .audit.verdicts import (
 )
 from .results import DATASET_LABELS, MODEL_LABELS
 
-__all__ = ["RULE_NAMES", "claims_figure", "claims_first_screen", "claims_frame", "claims_section", "expected_cells",
-           "write_claims_csv"]
+__all__ = ["CLAIMS_SOURCES", "RULE_NAMES", "claims_figure", "claims_first_screen", "claims_frame", "claims_section",
+           "expected_cells", "planned_rows", "write_claims_csv"]
 
 RULE_NAMES = {
     "dpsgd_s_paper": "The paper's rule made DP (dpsgd_s_paper, the arm that decides the paper's claim)",
@@ -35,38 +35,68 @@ RULE_NAMES = {
 SHORT = {"dpsgd_s_paper": "paper's rule, made DP", "dpsgd_s": "quantile reading", "dpsgd_s_paper_code":
          "released code (not DP)"}
 DESIGN = ("the paper's design: every training record audited (m = n), each model on a stratified half, 2R = 400 "
-          "models per configuration, batch 256, lr 0.1, the paper's per-dataset clip bound and epochs; Poisson "
-          "sampling, RDP accountant, δ = 1e-5")
+          "models per configuration (MNIST's MLP: 2R = 64, the design its SD pilot chose, docs/claims.md), batch "
+          "256, lr 0.1, the paper's per-dataset clip bound and epochs; Poisson sampling, RDP accountant, δ = 1e-5")
 
 
 def _label(ds: str, model: str) -> str:
     return f"{DATASET_LABELS.get(ds, ds)} · {MODEL_LABELS.get(model, model)}"
 
 
-def expected_cells(profile: str | Path) -> list[tuple[str, str, float]]:
-    """The DP cells of the claims profile's grid (dataset, model, ε), in grid order."""
+# The campaign's profiles and where their summaries are (relative to the project): the LR grid at the paper's
+# design, and MNIST's MLP cell at the design its SD pilot chose (docs/claims.md). One table, one family.
+CLAIMS_SOURCES = (("reports/paper/claims", "profiles/claims.yaml"),
+                  ("reports/paper/claims_mnist", "profiles/claims_mnist.yaml"))
+
+
+def _paths(x: str | Path | list | tuple) -> list[Path]:
+    return [Path(p) for p in x] if isinstance(x, (list, tuple)) else [Path(x)]
+
+
+def _grid(profile: str | Path | list) -> list[dict]:
+    return [g for p in _paths(profile) for g in yaml.safe_load(p.read_text())["grid"]]
+
+
+def expected_cells(profile: str | Path | list) -> list[tuple[str, str, float]]:
+    """The DP cells of the campaign profiles' grids (dataset, model, ε), in grid order."""
     out = []
-    for g in yaml.safe_load(Path(profile).read_text())["grid"]:
+    for g in _grid(profile):
         if set(g["algorithms"]) - {"sgd", "dpsgd"}:
             out += [(g["dataset"], g["model"], float(e)) for e in g["epsilons"]
                     if (g["dataset"], g["model"], float(e)) not in out]
     return out
 
 
-def claims_frame(summaries_dir: Path, profile: Path, files: list[Path] | None = None
+def planned_rows(profile: str | Path | list) -> int:
+    """The family, fixed in advance: every (cell, DP-SGD-S rule) the campaign profiles plan."""
+    rows = {(g["dataset"], g["model"], float(e), rule) for g in _grid(profile) for e in g["epsilons"]
+            for rule in g["algorithms"] if rule in RULE_ORDER}
+    return len(rows)
+
+
+def claims_frame(summaries_dir: Path | list, profile: Path | list, files: list[Path] | None = None
                  ) -> tuple[pd.DataFrame, list[dict]]:
-    """The claims table over the family fixed in advance (every cell of the profile × the three rules), with each
-    cell's seed target (the campaign's stopping rule) beside its seeds; and the summaries it was computed from
-    (``files``: only these summaries)."""
-    s = load_summaries(summaries_dir, files=files)
-    df = claims_table(s, family=len(expected_cells(profile)) * len(RULE_ORDER))
+    """The claims table over the family fixed in advance (every cell × rule the profiles plan), with each cell's
+    seed target (the campaign's stopping rule) beside its seeds; and the summaries it was computed from
+    (``summaries_dir``: one directory or several; ``files``: only these summaries)."""
+    if files is None:
+        files = sorted(f for d in _paths(summaries_dir) for f in d.glob("*.json"))
+    s = load_summaries(None, files=files)
+    df = claims_table(s, family=planned_rows(profile))
     if not df.empty:
         need = {}
         for cell in {(r.dataset, r.model, r.epsilon) for r in df.itertuples()}:
             runs = [x for x in s if (x["dataset"], x["model"], float(x["epsilon"] or 0)) == cell]
-            need[cell] = seeds_needed(runs)["seeds"]
+            need[cell] = seeds_needed(runs, max_seeds=_max_seeds(profile, cell))["seeds"]
         df["seeds_target"] = [need[(r.dataset, r.model, r.epsilon)] for r in df.itertuples()]
     return df, s
+
+
+def _max_seeds(profile, cell: tuple) -> int:
+    """The most seeds the profile lets ``cell`` run (its grid entry's ``seeds``)."""
+    return max((g.get("seeds", 1) for g in _grid(profile) if (g["dataset"], g["model"]) == cell[:2]
+                and cell[2] in [float(e) for e in g["epsilons"]] and set(g["algorithms"]) - {"sgd", "dpsgd"}),
+               default=16)
 
 
 def _pp(x, digits=2, sign=True) -> str:

@@ -82,8 +82,8 @@ def test_committed_summaries_come_from_history_and_the_profile(profile, tmp_path
 
 
 def _tracked_summaries() -> list[Path]:
-    out = subprocess.run(["git", "ls-files", "reports/paper/claims"], cwd=ROOT, capture_output=True, text=True,
-                         check=True).stdout.split()
+    out = subprocess.run(["git", "ls-files", "reports/paper/claims", "reports/paper/claims_mnist"], cwd=ROOT,
+                         capture_output=True, text=True, check=True).stdout.split()
     return [ROOT / p for p in out]
 
 
@@ -93,9 +93,10 @@ def test_index_verdicts_recompute_from_the_committed_summaries():
     be writing new ones), and reports/claims_table.csv holds the same rows."""
     import pandas as pd
 
-    from fairdp_core.claims_report import claims_frame
+    from fairdp_core.claims_report import CLAIMS_SOURCES, claims_frame
 
-    df, _ = claims_frame(SUMMARIES, ROOT / "profiles" / "claims.yaml", files=_tracked_summaries())
+    df, _ = claims_frame([ROOT / d for d, _ in CLAIMS_SOURCES], [ROOT / p for _, p in CLAIMS_SOURCES],
+                         files=_tracked_summaries())
     page = (ROOT / "reports" / "index.html").read_text()
     rows = dict(re.findall(r"<tr data-key='([^']+)'>(.*?)</tr>", page))
     assert len(rows) == len(df)

@@ -1,7 +1,8 @@
 """The ``index`` stage: reports/index.html, reports/metrics.json, reports/main_table.csv and reports/claims_table.csv.
 
-The page opens with the paper's claims decided by the claims campaign (reports/paper/claims/, rendered by
-:mod:`fairdp_core.claims_report`), then this profile's own runs (:func:`fairdp_core.reporting.build_index`).
+The page opens with the paper's claims decided by the claims campaign (reports/paper/claims/ and
+reports/paper/claims_mnist/, rendered by :mod:`fairdp_core.claims_report`), then this profile's own runs
+(:func:`fairdp_core.reporting.build_index`).
 """
 
 from __future__ import annotations
@@ -15,10 +16,18 @@ __all__ = ["main", "write_index"]
 
 def write_index(params):
     """Render the claims sections and build the index around them; returns the index's path."""
-    from ..claims_report import claims_figure, claims_first_screen, claims_frame, claims_section, write_claims_csv
+    from ..claims_report import (
+        CLAIMS_SOURCES,
+        claims_figure,
+        claims_first_screen,
+        claims_frame,
+        claims_section,
+        write_claims_csv,
+    )
     from ..reporting import build_index
 
-    claims_dir, profile = params.resolve("reports/paper/claims"), params.resolve("profiles/claims.yaml")
+    claims_dir = [params.resolve(d) for d, _ in CLAIMS_SOURCES]
+    profile = [params.resolve(p) for _, p in CLAIMS_SOURCES]
     frame = claims_frame(claims_dir, profile)  # read and computed once for the three renderings
     # the index first: it fails (before writing anything) when a run's results are missing
     first = (claims_first_screen(claims_dir, profile, frame=frame)
