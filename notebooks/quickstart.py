@@ -52,6 +52,12 @@ from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
 from fairdp_core import clip_tuning, plots
+
+# %%
+# the page's plumbing: parameters from params.yaml when papermill did not set them, and the helpers that save each
+# table and figure beside the page (in your own notebook, use print/display and plt.show instead)
+from fairdp_core import report_helpers as rh
+from fairdp_core.audit.one import audit_one, loss_scores
 from fairdp_core.custom import audit_model
 from fairdp_core.data.base import load
 from fairdp_core.opacus_compat import (
@@ -60,11 +66,6 @@ from fairdp_core.opacus_compat import (
     make_private_dpsgd_s,
     make_private_global_adapt,
 )
-
-# %%
-# the page's plumbing: parameters from params.yaml when papermill did not set them, and the helpers that save each
-# table and figure beside the page (in your own notebook, use print/display and plt.show instead)
-from fairdp_core import report_helpers as rh
 
 PARAMETERS = ("train_dir", "results_dir", "prepared_dir", "figures_dir", "metrics_path", "runs", "profile", "alpha",
               "seed", "n_train", "epsilon_target")
@@ -145,26 +146,24 @@ q, steps = 1 / n_batches, EPOCHS * n_batches  # Opacus's Poisson rate and the st
 tuned = clip_tuning.tune_clip(X.numpy(), y.numpy(), n_classes=10, model="mlp", quantile=0.5, epsilon_q=0.1,
                               target_epsilon=epsilon_target, sample_rate=q, steps=steps, delta=DELTA, seed=seed)
 norms = clip_tuning.gradient_norms(X.numpy(), y.numpy(), model="mlp", n_classes=10, seed=seed)
-pct = pd.DataFrame({"percentile": [50, 75, 90], "norm (non-private, outside ε)":
-                    [clip_tuning.nonprivate_percentile(norms, p / 100) for p in (50, 75, 90)]})
-table(pct, "Per-sample gradient norms of the initial model: percentiles computed without privacy (tuning outside ε: "
-      "shown to compare, not to choose)")
 model = mlp()
 pe = PrivacyEngine(accountant="rdp")
 model, opt, dl = pe.make_private(module=model, optimizer=torch.optim.SGD(model.parameters(), lr=LR),
                                  data_loader=DataLoader(TensorDataset(X, y), batch_size=B, shuffle=True),
                                  noise_multiplier=tuned["sigma"], max_grad_norm=tuned["clip"])
 train(model, opt, dl)
+dp_model = model  # audited alone in section 6
 eps_train = pe.get_epsilon(DELTA)
 eps_total = clip_tuning.composed_epsilon(tuned["sigma"], sample_rate=dl.sample_rate,
                                          steps=pe.accountant.history[-1][2], delta=DELTA, epsilon_q=0.1)
 rows.append({"method": "DP-SGD, C = DP median of the norms", "lr": opt.param_groups[0]["lr"],
              "C": tuned["clip"], "σ": tuned["sigma"], "q": dl.sample_rate, "T": pe.accountant.history[-1][2], "ε": eps_total,
              "accuracy_pct": 100 * accuracy(model)})
-median_np = clip_tuning.nonprivate_percentile(norms, 0.5)
-display(Markdown(f"DP median of the norms: C = **{tuned['clip']:.3g}** (non-private median {median_np:.3g}); "
-                 f"σ = {tuned['sigma']:.3f} keeps training "
-                 f"({eps_train:.3f}) and the quantile release (ε_q = 0.1) at ε = {eps_total:.3f} in total."))
+pct = [clip_tuning.nonprivate_percentile(norms, p / 100) for p in (50, 75, 90)]  # outside ε: to compare only
+display(Markdown(f"DP median of the norms: C = **{tuned['clip']:.3g}** (non-private 50th / 75th / 90th "
+                 f"percentiles {pct[0]:.3g} / {pct[1]:.3g} / {pct[2]:.3g}, outside ε: shown to compare, not to "
+                 f"choose); σ = {tuned['sigma']:.3f} keeps training ({eps_train:.3f}) and the quantile release "
+                 f"(ε_q = 0.1) at ε = {eps_total:.3f} in total."))
 
 # %% [markdown]
 # ## 4. DP-SGD-S in the same loop
@@ -232,14 +231,15 @@ for name, make in RIVALS.items():
 
 # %%
 summary = pd.DataFrame(rows)
-table(summary, f"The {len(summary)} runs on {n_train:,} images: learning rate, C (DP-SGD-S, DPSGD-F: the largest group bound), "
-      "noise multiplier σ (for the rules that release counts, σ_eff), Poisson q, steps T, ε at δ = 1e-5 (RDP "
-      "accountant; the tuned run includes the quantile release) and test accuracy", "{:.3f}")
-fig, ax = plots.plt.subplots(figsize=(5.5, 1.6))
+table(summary, f"The {len(summary)} runs on {n_train:,} images: lr, C (DP-SGD-S, DPSGD-F: the largest group bound), σ "
+      "(σ_eff where counts are released), Poisson q, steps T, ε at δ = 1e-5 (RDP; the tuned run's includes its "
+      "quantile release), test accuracy", "{:.3f}")
+fig, ax = plots.plt.subplots(figsize=(5.5, 1.7))
 kinds = ["DP-SGD", "DP-SGD", "DP-SGD-S", *RIVALS]
 ax.barh(summary["method"], summary["accuracy_pct"], color=[plots.ALGORITHM_COLORS[k] for k in kinds])
 ax.invert_yaxis()
-ax.set(xlabel="test accuracy (%)")
+ax.tick_params(labelsize=7)
+ax.set_xlabel("test accuracy (%)", fontsize=8)
 fig.tight_layout()
 fig.fairdp_colors = {k: plots.ALGORITHM_COLORS[k] for k in dict.fromkeys(kinds)}
 show(fig, "accuracy", f"Test accuracy (%) of the {len(summary)} runs at ε = {epsilon_target:g} (δ = 1e-5).")
@@ -268,14 +268,20 @@ audit = audit_model(X.numpy(), y.numpy(), g.numpy(), model=mlp, algorithm="dpsgd
                     group_names=[f"digit {k}" for k in range(10)])
 a = audit.summary["attacks"]["alooa_cross_fit"]
 table(audit.table().sort_values("gpr_pp", ascending=False),
-      f"Each digit's membership risk under the DP-SGD recipe above (PA-ALOOA cross-fitted, {audit.summary['m']:,} "
-      f"audited images, 2R = {audit.summary['n_models']}): GPR in pp with its 95% interval, riskiest first")
+      f"Each digit's risk under the recipe above (PA-ALOOA cross-fitted, {audit.summary['m']:,} images, "
+      f"2R = {audit.summary['n_models']}): GPR, pp, 95% interval")
 display(Markdown(f"The riskiest and safest digits differ by Δ = **{a['delta_pp']:.2f} pp** (95% interval "
                  f"[{a['delta_lo']:.2f}, {a['delta_hi']:.2f}]; null floor {a['null_floor_pp']:.2f} pp, the Δ that "
                  "permuted digit labels give): "
                  + ("the audit tells some digits' risks apart." if a["delta_lo"] > 0 else
                     "at this size the audit cannot tell the digits' risks apart.")
                  + " `audit.write('audit/')` saves the per-group tables, ROC curves and the accounting."))
+# the model of section 3 alone: its losses on its training images against the test images
+one = audit_one(loss_scores(dp_model, X, y), loss_scores(dp_model, Xte, yte), g.numpy(), data.test.group,
+                alpha=alpha, seed=seed)
+display(Markdown(f"**The model of section 3 alone** (`audit_one`): per-digit advantage intervals hold 0 for "
+                 f"{int(((one.groups.lo_pp <= 0) & (one.groups.hi_pp >= 0)).sum())} of 10 digits; Δ = "
+                 f"{one.delta_pp:.2f} pp [{one.delta_lo:.2f}, {one.delta_hi:.2f}], null floor {one.null_floor_pp:.2f}."))
 
 # %% tags=["findings", "hide-input"]
 # the page's answer, shown first (reporting moves this cell under the title)
