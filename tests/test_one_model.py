@@ -183,11 +183,20 @@ def test_one_model_against_its_recipe_on_a_bank_with_a_planted_leak():
         membership[j], membership[j + 1] = half, ~half
     shift = np.array([0.0, 0.5, 1.5])[group]
     loss = rng.exponential(1.0, (M, m)) + 1.0 - membership * shift  # members of c fitted closest
-    res = compare_bank(loss, membership, group, ["a", "b", "c"], {"a": 1.0, "b": 10.0, "c": 40.0}, n_null=5)
+    res = compare_bank(loss, membership, group, ["a", "b", "c"], {"a": 1.0, "b": 10.0, "c": 40.0}, n_null=5,
+                       clipped={"a": 0.9, "b": 0.5, "c": 0.1})
     assert res["riskiest_agrees"] == 1.0 and res["recipe_riskiest"] == "c"
     assert res["spearman_mean"] > 0.9
     assert res["n_models"] == 8 and res["one_delta_sd_pp"] > 0
     assert res["bias_pp"] == pytest.approx(res["one_delta_mean_pp"] - 39.0)
+    # the loss-gap proxy: c's gap (1.5) dwarfs the sampling noise, so every model names c; ranks alike on average
+    assert res["gap_riskiest_agrees"] == 1.0 and res["gap_spearman_mean"] > 0.8
+    gaps = res["per_model"].gap_riskiest
+    assert (gaps == "c").all()
+    # a clipped fraction ranked the other way round names a, not c, and correlates −1
+    assert res["clip_riskiest_agrees"] == 0.0 and res["clip_spearman"] == pytest.approx(-1.0)
+    flat = compare_bank(loss, membership, group, ["a", "b", "c"], {"a": 1.0, "b": 10.0, "c": 40.0}, n_null=5)
+    assert np.isnan(flat["clip_riskiest_agrees"]) and np.isnan(flat["clip_spearman"])  # no DP: no clipping
 
 
 @pytest.mark.slow

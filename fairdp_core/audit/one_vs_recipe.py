@@ -5,7 +5,9 @@ Within a bank, model j's members are the audited records it trained on and its n
 did not (the other half of the same draw: a clean held-out set). For each model: the one-model advantage per group
 and its Δ. Per bank: how often the one-model audit names the recipe's riskiest group, the rank correlation of the
 groups' one-model advantages with the recipe's GPRs (Spearman; three or more groups), and the bias and spread of the
-one-model Δ against the recipe's Δ.
+one-model Δ against the recipe's Δ. Beside it, the training-time proxies at the end of training
+(:class:`~fairdp_core.audit.proxy.GroupProxy`'s loss gap per model, the per-group clipped fraction per bank): how
+often they name the recipe's riskiest group, and their rank correlation with it.
 
 ``fairdp one-vs-recipe`` runs it over a profile's trained runs and writes ``comparison.csv`` and ``comparison.md``.
 """
@@ -25,10 +27,21 @@ from .one import audit_one
 __all__ = ["compare_bank", "compare_runs", "write_comparison"]
 
 
+def _ranking(values: pd.Series, recipe: pd.Series) -> tuple[str, float]:
+    """The group ``values`` rank riskiest, and their Spearman correlation with the recipe's GPRs (three or more
+    groups; NaN otherwise)."""
+    rho = float(st.spearmanr(values, recipe).statistic) if len(recipe) >= 3 else np.nan
+    return values.idxmax(), rho
+
+
 def compare_bank(loss: np.ndarray, membership: np.ndarray, group: np.ndarray, names: list[str],
-                 recipe_gpr_pp: dict[str, float], *, n_null: int = 20, min_per_group: int = 10, seed: int = 0) -> dict:
+                 recipe_gpr_pp: dict[str, float], *, clipped: dict[str, float] | None = None, n_null: int = 20,
+                 min_per_group: int = 10, seed: int = 0) -> dict:
     """``loss`` and ``membership`` [M, m] of a bank's audited records, ``group`` [m] (codes into ``names``), the
-    recipe audit's GPR per group (pp). Returns the per-model results and the bank's agreement summary."""
+    recipe audit's GPR per group (pp), and the bank's per-group clipped fractions (DP runs). Returns the per-model
+    results and the bank's agreement summary: the one-model audit's, and the training-time proxies' (the loss gap
+    of :class:`~fairdp_core.audit.proxy.GroupProxy` at the end of training, per model: each group's mean loss on
+    the model's non-members minus on its members; the clipped fraction, per bank)."""
     names_arr = np.asarray(names, dtype=object)[np.asarray(group)]
     recipe = pd.Series(recipe_gpr_pp, dtype=float)
     riskiest = recipe.idxmax()
@@ -38,16 +51,29 @@ def compare_bank(loss: np.ndarray, membership: np.ndarray, group: np.ndarray, na
         res = audit_one(s[m], s[~m], names_arr[m], names_arr[~m], n_null=n_null, min_per_group=min_per_group,
                         seed=seed + j)
         adv = res.groups.set_index("group")["advantage_pp"].reindex(recipe.index)
-        rho = float(st.spearmanr(adv, recipe).statistic) if len(recipe) >= 3 else np.nan
-        rows.append({"model": j, "delta_pp": res.delta_pp, "riskiest": adv.idxmax(), "spearman": rho,
-                     **{f"adv_{k}": v for k, v in adv.items()}})
+        gap = pd.Series({k: float(s[m & (names_arr == k)].mean() - s[~m & (names_arr == k)].mean())
+                         for k in recipe.index})  # held-out loss − training loss (s is the negated loss)
+        top, rho = _ranking(adv, recipe)
+        gap_top, gap_rho = _ranking(gap, recipe)
+        rows.append({"model": j, "delta_pp": res.delta_pp, "riskiest": top, "spearman": rho,
+                     "gap_riskiest": gap_top, "gap_spearman": gap_rho, **{f"adv_{k}": v for k, v in adv.items()}})
     per = pd.DataFrame(rows)
     recipe_delta = float(recipe.max() - recipe.min())
+    clip = pd.Series(clipped or {}, dtype=float).reindex(recipe.index)
+    clip_top, clip_rho = _ranking(clip, recipe) if clip.notna().all() and clip.nunique() > 1 else (None, np.nan)
+
+    def mean(col: str) -> float:
+        return float(per[col].mean()) if per[col].notna().any() else np.nan
+
     return {"per_model": per, "n_models": len(per), "n_groups": len(recipe), "recipe_riskiest": riskiest,
             "recipe_delta_pp": recipe_delta, "riskiest_agrees": float((per.riskiest == riskiest).mean()),
-            "spearman_mean": float(per.spearman.mean()) if per.spearman.notna().any() else np.nan,
+            "spearman_mean": mean("spearman"),
             "one_delta_mean_pp": float(per.delta_pp.mean()), "one_delta_sd_pp": float(per.delta_pp.std(ddof=1)),
-            "bias_pp": float(per.delta_pp.mean() - recipe_delta)}
+            "bias_pp": float(per.delta_pp.mean() - recipe_delta),
+            "gap_riskiest_agrees": float((per.gap_riskiest == riskiest).mean()), "gap_spearman_mean": mean(
+                "gap_spearman"),
+            "clip_riskiest_agrees": np.nan if clip_top is None else float(clip_top == riskiest),
+            "clip_spearman": clip_rho}
 
 
 def compare_runs(results_dir: str | os.PathLike, runs: dict[str, dict], *, n_null: int = 20,
@@ -73,10 +99,31 @@ def compare_runs(results_dir: str | os.PathLike, runs: dict[str, dict], *, n_nul
             loss = z["loss"]
         plan = json.loads((res_dir / "plan" / "attack" / f"{name}.json").read_text())
         design = AuditDesign.load(res_dir / "designs" / f"{plan['design']}.npz")
-        res = compare_bank(loss, design.membership, design.audit_group, names, recipe, n_null=n_null)
+        clipped = {str(k): c.get("clipped_fraction") for k, c in (summary.get("clipping") or {}).items()}
+        res = compare_bank(loss, design.membership, design.audit_group, names, recipe,
+                           clipped=clipped if clipped and None not in clipped.values() else None, n_null=n_null)
         out.append({"run": name, "dataset": r["dataset"], "model": r["model"], "algorithm": r["algorithm"],
                      "epsilon": r["epsilon"], **{k: v for k, v in res.items() if k != "per_model"}})
     return pd.DataFrame(out)
+
+
+def _proxy_sentence(df: pd.DataFrame) -> str:
+    """How well the training-time proxies track the recipe audit's group ranking at the end of training."""
+    gap = float((df.gap_riskiest_agrees * df.n_models).sum() / df.n_models.sum())
+    multi = df[df.n_groups >= 3]
+    clip = df[df.clip_riskiest_agrees.notna()]
+    two = df[df.n_groups == 2]
+    return (f"The training-time proxy (`GroupProxy`: per group, held-out minus training mean loss, one model at the "
+            f"end of training) names the recipe's riskiest group in {100 * gap:.0f}% of the models"
+            + (f" ({100 * float((two.gap_riskiest_agrees * two.n_models).sum() / two.n_models.sum()):.0f}% with two "
+               "groups, where chance is 50%)" if len(two) else "")
+            + (f"; its group ranking's mean Spearman correlation with the recipe's is "
+               f"{multi.gap_spearman_mean.mean():.2f} with three or more groups" if len(multi) else "")
+            + (f". The per-group clipped fraction (DP runs, per bank) ranks the recipe's riskiest group highest in "
+               f"{int(clip.clip_riskiest_agrees.sum())} of {len(clip)} banks"
+               + (f" (mean Spearman {clip[clip.n_groups >= 3].clip_spearman.mean():.2f} with three or more groups)"
+                  if (clip.n_groups >= 3).any() else "") if len(clip) else "")
+            + ". Where these are near chance, the proxy does not track the audit: it is a diagnostic, not an audit.")
 
 
 def write_comparison(df: pd.DataFrame, out: str | os.PathLike) -> Path:
@@ -95,11 +142,18 @@ def write_comparison(df: pd.DataFrame, out: str | os.PathLike) -> Path:
                 f"the recipe's where there are three or more groups ({len(multi)} banks)" if len(multi) else "")
              + f". Its Δ is {df.bias_pp.mean():+.2f} pp off the recipe's on average (mean over banks), with a "
                f"between-model SD of {df.one_delta_sd_pp.mean():.2f} pp within a bank.", "",
-             "| run | groups | models | recipe Δ (pp) | one-model Δ mean ± SD (pp) | riskiest agrees | Spearman |",
-             "|---|---|---|---|---|---|---|"]
+             _proxy_sentence(df), "",
+             "| run | groups | models | recipe Δ (pp) | one-model Δ mean ± SD (pp) | riskiest agrees | Spearman | "
+             "loss gap: riskiest agrees | loss gap: Spearman | clipped fraction: riskiest agrees |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
+
+    def num(x: float, fmt: str) -> str:
+        return "—" if x is None or np.isnan(x) else format(x, fmt)
+
     for r in df.itertuples():
+        clip = "—" if np.isnan(r.clip_riskiest_agrees) else ("yes" if r.clip_riskiest_agrees else "no")
         lines.append(f"| {r.run} | {r.n_groups} | {r.n_models} | {r.recipe_delta_pp:.2f} | {r.one_delta_mean_pp:.2f} "
-                     f"± {r.one_delta_sd_pp:.2f} | {100 * r.riskiest_agrees:.0f}% | "
-                     + ("—" if np.isnan(r.spearman_mean) else f"{r.spearman_mean:.2f}") + " |")
+                     f"± {r.one_delta_sd_pp:.2f} | {100 * r.riskiest_agrees:.0f}% | {num(r.spearman_mean, '.2f')} | "
+                     f"{100 * r.gap_riskiest_agrees:.0f}% | {num(r.gap_spearman_mean, '.2f')} | {clip} |")
     write_text(out / "comparison.md", "\n".join(lines) + "\n")
     return out
