@@ -326,3 +326,67 @@ def test_a_saved_model_with_bad_inputs_is_refused_before_any_output(tmp_path, ca
     assert "neither TorchScript nor a torch.export program" in capsys.readouterr().err and not out.exists()
     assert main(base[:1] + ["--group", "sex", "--out", str(out)]) == 2  # no source at all
     assert "give --scores CSV" in capsys.readouterr().err
+
+
+def _difficulty_bank(leak: float, *, n: int = 2000, refs: int = 4, seed: int = 5):
+    """Per-record difficulty d (a loss every model shares) that varies far more than the target's membership effect:
+    the target's loss is d − ``leak`` on group f's members; each reference model (trained on none of the records)
+    sees d plus a little noise."""
+    rng = np.random.default_rng(seed)
+    sex = rng.choice(["f", "m"], n)
+    member = rng.integers(0, 2, n).astype(bool)
+    d = rng.exponential(1.5, n)
+    target = np.maximum(d - leak * (member & (sex == "f")) + rng.normal(0, 0.05, n), 1e-3)
+    ref = np.maximum(d[None] + rng.normal(0, 0.05, (refs, n)), 1e-3)
+    return target, ref, member, sex
+
+
+def test_rmia_calibration_finds_a_leak_that_record_difficulty_hides_and_covers_0_without_one():
+    """Hand-checked form: with a = 1 the calibrated score is −loss − log mean_r exp(−loss_r). On a bank where
+    record difficulty swamps the membership effect, the raw loss threshold barely sees group f's leak while the
+    calibrated score finds it (f's interval above 0, Δ's too); with no leak both groups' calibrated intervals hold 0."""
+    from fairdp_core.audit.one import audit_one, calibrated_scores
+
+    t, ref = np.array([1.0, 2.0]), np.array([[0.5, 2.0], [1.5, 2.0]])
+    expected = -t - np.log((np.exp(-0.5) + np.exp(-1.5)) / 2 * np.array([1, 0]) + np.exp(-2.0) * np.array([0, 1]))
+    assert np.allclose(calibrated_scores(t, ref), expected)
+    with pytest.raises(ValueError, match="reference losses"):
+        calibrated_scores(t, ref[:, :1])
+    target, ref, member, sex = _difficulty_bank(leak=0.4)
+    raw = audit_one(-target[member], -target[~member], sex[member], sex[~member], n_null=20, seed=0)
+    cal_s = calibrated_scores(target, ref)
+    cal = audit_one(cal_s[member], cal_s[~member], sex[member], sex[~member], n_null=20, seed=0)
+    f_raw = raw.groups.set_index("group").loc["f"]
+    f_cal = cal.groups.set_index("group").loc["f"]
+    assert f_cal.lo_pp > 0 and cal.delta_lo > 0
+    assert f_cal.advantage_pp > f_raw.advantage_pp + 20  # calibration removes the difficulty the raw loss carries
+    target, ref, member, sex = _difficulty_bank(leak=0.0)
+    cal_s = calibrated_scores(target, ref)
+    none = audit_one(cal_s[member], cal_s[~member], sex[member], sex[~member], n_null=20, seed=0)
+    assert (none.groups.lo_pp < 0).all() and (none.groups.hi_pp > 0).all()
+
+
+def test_the_command_adds_the_calibrated_audit_from_reference_losses(tmp_path, capsys):
+    import json
+
+    import pandas as pd
+
+    from fairdp_core.cli import main
+
+    target, ref, member, sex = _difficulty_bank(leak=0.4)
+    csv = tmp_path / "scores.csv"
+    pd.DataFrame({"loss": target, **{f"ref{r}": ref[r] for r in range(len(ref))}, "member": member.astype(int),
+                  "sex": sex}).to_csv(csv, index=False)
+    out = tmp_path / "audit"
+    refs = [a for r in range(len(ref)) for a in ("--reference-loss", f"ref{r}")]
+    assert main(["audit-one", "--scores", str(csv), "--score", "loss", "--group", "sex", "--out", str(out),
+                 *refs]) == 2
+    assert "--reference-loss calibrates a loss" in capsys.readouterr().err and not out.exists()
+    assert main(["audit-one", "--scores", str(csv), "--loss", "loss", "--group", "sex", "--out", str(out),
+                 "--n-null", "20", *refs]) == 0
+    printed = capsys.readouterr().out
+    assert "RMIA, calibrated by 4 reference models:" in printed and "Riskier for f than for m" in printed
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["rmia_offline"]["delta_lo"] > 0 and summary["rmia_offline"]["references"] == 4
+    assert summary["rmia_offline"]["delta_pp"] > summary["delta_pp"]
+    assert (out / "groups_rmia_offline.csv").is_file() and (out / "groups.csv").is_file()

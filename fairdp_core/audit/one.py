@@ -36,8 +36,8 @@ from scipy import stats as st
 from .inference import holm
 from .stats import tpr_at_fpr
 
-__all__ = ["OneModelAudit", "audit_one", "check_disjoint", "coverage_study", "load_model_file", "loss_scores",
-           "model_file_scores"]
+__all__ = ["OneModelAudit", "audit_one", "calibrated_scores", "check_disjoint", "coverage_study", "load_model_file",
+           "loss_scores", "model_file_scores"]
 
 
 def _best_threshold(s_in: np.ndarray, s_out: np.ndarray) -> float:
@@ -194,6 +194,30 @@ def loss_scores(model, X, y, *, batch_size: int = 1024):
     return torch.cat(out).numpy().astype(float)
 
 
+def calibrated_scores(target_loss, reference_losses, *, a: float = 1.0) -> np.ndarray:
+    """RMIA's per-record likelihood ratio with reference models (Zarifzadeh et al. 2024, arXiv 2312.03262, offline),
+    as a score for :func:`audit_one`: log p(x) − log Pr(x), with p(x) = exp(−loss) the target model's probability of
+    x's label, and Pr(x) = ½((1 + a)·Pr_OUT(x) + (1 − a)), Pr_OUT(x) the mean of that probability over reference
+    models that did not train on x. ``a`` = 1 (default): Pr(x) = Pr_OUT(x), for references trained on none of the
+    audited records; the paper's linear correction for having no IN references is ``a`` < 1. A record that is hard
+    for every model (high loss everywhere) is no longer mistaken for a non-member: the score asks how much better the
+    target fits it than models that never saw it. RMIA's population comparison (the share of population records z
+    with LR(x)/LR(z) ≥ γ) is monotone in LR(x) for a fixed population, so a threshold on LR(x) gives the same attack.
+
+    ``target_loss`` [n] and ``reference_losses`` [R, n]: per-record cross-entropy losses (natural log)."""
+    t = np.asarray(target_loss, float)
+    refs = np.atleast_2d(np.asarray(reference_losses, float))
+    if refs.shape[1] != t.shape[0]:
+        raise ValueError(f"reference losses {refs.shape}: need [references, {t.shape[0]} records]")
+    if not (np.isfinite(t).all() and np.isfinite(refs).all()):
+        raise ValueError("losses must be finite")
+    if not 0 < a <= 1:
+        raise ValueError(f"RMIA's a must lie in (0, 1], got {a}")
+    pr_out = np.exp(-refs).mean(0)
+    pr = 0.5 * ((1 + a) * pr_out + (1 - a))
+    return -t - np.log(np.maximum(pr, 1e-300))
+
+
 def load_model_file(path: str | Path):
     """A saved classifier: a ``torch.export`` program (``torch.export.save``; export it with a dynamic batch
     dimension) or TorchScript (``torch.jit.save``). Pickled modules (``torch.save(model)``) are refused: loading one
@@ -216,14 +240,16 @@ def load_model_file(path: str | Path):
 
 
 def model_file_scores(model_file: str | Path, data: str | Path, *, label: str, member: str, group: str,
-                      id_column: str | None = None, drop: tuple[str, ...] = (), group_feature: bool = False
-                      ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(scores, member mask, groups) of every record of ``data`` (a CSV holding the model's inputs, its label,
-    a 0/1 ``member`` column and the ``group`` column) under the saved model: scores are the negated per-record
-    losses (:func:`loss_scores`). The inputs are every other column but ``id_column`` and ``drop``, in file order
-    (the group column too with ``group_feature``), numeric and as the model was trained on them. Checked before
-    the model runs: the columns, the 0/1 membership, shared IDs between members and non-members (an error; with
-    no IDs, identical rows are a warning)."""
+                      id_column: str | None = None, drop: tuple[str, ...] = (), group_feature: bool = False,
+                      references: tuple[str | Path, ...] = ()
+                      ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | None]:
+    """(scores, member mask, groups, reference scores) of every record of ``data`` (a CSV holding the model's
+    inputs, its label, a 0/1 ``member`` column and the ``group`` column) under the saved model and the saved
+    ``references`` (reference models trained on none of these records; [R, n], None without): scores are the
+    negated per-record losses (:func:`loss_scores`). The inputs are every other column but ``id_column`` and
+    ``drop``, in file order (the group column too with ``group_feature``), numeric and as the model was trained on
+    them. Checked before the model runs: the columns, the 0/1 membership, shared IDs between members and
+    non-members (an error; with no IDs, identical rows are a warning)."""
     df = pd.read_csv(data, sep=None, engine="python")
     need = [c for c in (label, member, group, id_column, *drop) if c is not None]
     missing = [c for c in need if c not in df.columns]
@@ -244,8 +270,9 @@ def model_file_scores(model_file: str | Path, data: str | Path, *, label: str, m
     X = df[features].to_numpy(np.float32)
     check_disjoint(*((df[id_column][m], df[id_column][~m]) if id_column else (None, None)),
                    X_train=X[m], X_holdout=X[~m])
-    scores = loss_scores(load_model_file(model_file), X, df[label].to_numpy())
-    return scores, m, df[group].astype(str).to_numpy()
+    models = [load_model_file(p) for p in (model_file, *references)]  # every file checked before any scoring
+    scores = [loss_scores(mod, X, df[label].to_numpy()) for mod in models]
+    return scores[0], m, df[group].astype(str).to_numpy(), np.stack(scores[1:]) if references else None
 
 
 def check_disjoint(train_ids=None, holdout_ids=None, X_train=None, X_holdout=None) -> None:

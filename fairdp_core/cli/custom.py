@@ -50,7 +50,7 @@ def _cmd_audit_one(args: argparse.Namespace) -> int:
     import pandas as pd
 
     from ..atomic import check_output_dir, write_managed_dir
-    from ..audit.one import audit_one
+    from ..audit.one import audit_one, calibrated_scores
 
     if (args.scores is None) == (args.model_file is None):
         raise ValueError("give --scores CSV (per-record losses or scores), or --model-file with --data and --label")
@@ -59,6 +59,10 @@ def _cmd_audit_one(args: argparse.Namespace) -> int:
                          "and --label")
     if args.scores is not None and (args.loss is None) == (args.score is None):
         raise ValueError("--scores needs one of --loss COLUMN or --score COLUMN")
+    if args.reference_loss and args.loss is None:
+        raise ValueError("--reference-loss calibrates a loss: give the target's losses with --loss")
+    if args.reference_loss and args.scores is None or args.reference_model and args.model_file is None:
+        raise ValueError("--reference-loss goes with --scores, --reference-model with --model-file")
     inputs = tuple(str(p) for p in (args.scores, args.data, args.model_file) if p is not None)
     check_output_dir(args.out, force=args.force, protect=inputs)  # before any work
     if args.model_file is not None:
@@ -66,16 +70,17 @@ def _cmd_audit_one(args: argparse.Namespace) -> int:
 
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
-            scores, m, groups = model_file_scores(args.model_file, args.data, label=args.label, member=args.member,
-                                                  group=args.group, id_column=args.id, drop=tuple(args.drop),
-                                                  group_feature=args.group_feature)
+            scores, m, groups, refs = model_file_scores(args.model_file, args.data, label=args.label,
+                                                        member=args.member, group=args.group, id_column=args.id,
+                                                        drop=tuple(args.drop), group_feature=args.group_feature,
+                                                        references=tuple(args.reference_model))
         for w in caught:
             print(f"fairdp audit-one: warning: {w.message}", file=sys.stderr)
         score_col, source = "loss under the model", Path(args.model_file).name
     else:
         df = pd.read_csv(args.scores, sep=None, engine="python")
         score_col = args.score or args.loss
-        missing = [c for c in (score_col, args.member, args.group) if c not in df.columns]
+        missing = [c for c in (score_col, args.member, args.group, *args.reference_loss) if c not in df.columns]
         if missing:
             raise KeyError(f"{args.scores}: no column {', '.join(map(repr, missing))} (it has "
                            f"{', '.join(df.columns)})")
@@ -86,23 +91,40 @@ def _cmd_audit_one(args: argparse.Namespace) -> int:
         m = member.astype(bool).to_numpy()
         groups = df[args.group].astype(str).to_numpy()
         source = Path(args.scores).name
-    res = audit_one(scores[m], scores[~m], groups[m], groups[~m], alpha=args.alpha, n_null=args.n_null,
-                    min_per_group=args.min_per_group, seed=args.seed)
+        refs = -df[list(args.reference_loss)].to_numpy(float).T if args.reference_loss else None
+    audits = {"loss": scores}
+    if refs is not None:  # RMIA's calibration by the reference models (offline: they trained on none of the records)
+        audits["rmia_offline"] = calibrated_scores(-scores, -refs, a=args.rmia_a)
+    results = {k: audit_one(v[m], v[~m], groups[m], groups[~m], alpha=args.alpha, n_null=args.n_null,
+                            min_per_group=args.min_per_group, seed=args.seed) for k, v in audits.items()}
+    res = results["loss"]
+
+    def summary(r) -> dict:
+        return {"delta_pp": r.delta_pp, "delta_lo": r.delta_lo, "delta_hi": r.delta_hi,
+                "null_floor_pp": r.null_floor_pp}
 
     def write(tmp: Path) -> None:
-        (tmp / "groups.csv").write_text(res.groups.to_csv(index=False, float_format="%.6g"))
-        (tmp / "contrasts.csv").write_text(res.contrasts.to_csv(index=False, float_format="%.6g"))
+        for k, r in results.items():
+            suffix = "" if k == "loss" else f"_{k}"
+            (tmp / f"groups{suffix}.csv").write_text(r.groups.to_csv(index=False, float_format="%.6g"))
+            (tmp / f"contrasts{suffix}.csv").write_text(r.contrasts.to_csv(index=False, float_format="%.6g"))
+        extra = {} if refs is None else {"rmia_offline": {**summary(results["rmia_offline"]), "a": args.rmia_a,
+                                                          "references": int(refs.shape[0])}}
         (tmp / "summary.json").write_text(json.dumps({
-            "delta_pp": res.delta_pp, "delta_lo": res.delta_lo, "delta_hi": res.delta_hi,
-            "null_floor_pp": res.null_floor_pp, "alpha": res.alpha, "n_members": int(m.sum()),
-            "n_nonmembers": int((~m).sum()), "score": score_col, "scores_file": source}, indent=1) + "\n")
+            **summary(res), "alpha": res.alpha, "n_members": int(m.sum()), "n_nonmembers": int((~m).sum()),
+            "score": score_col, "scores_file": source, **extra}, indent=1) + "\n")
 
     out = write_managed_dir(args.out, write, force=args.force, protect=inputs)
-    for line in res.answer():
-        print(line)
     cols = ["group", "n_members", "n_nonmembers", "advantage_pp", "lo_pp", "hi_pp", "tpr_at_0.01_fpr"]
-    print(res.groups[cols].to_string(index=False, float_format=lambda v: "n/a" if np.isnan(v) else f"{v:.2f}"))
-    print(f"fairdp audit-one: wrote {out}/ (groups.csv, contrasts.csv, summary.json)")
+    for k, r in results.items():
+        if len(results) > 1:
+            print("Loss threshold:" if k == "loss" else f"RMIA, calibrated by {refs.shape[0]} reference models:")
+        for line in r.answer():
+            print(line)
+        print(r.groups[cols].to_string(index=False, float_format=lambda v: "n/a" if np.isnan(v) else f"{v:.2f}"))
+    files = "groups.csv, contrasts.csv" + (", groups_rmia_offline.csv, contrasts_rmia_offline.csv" if refs is not None
+                                           else "")
+    print(f"fairdp audit-one: wrote {out}/ ({files}, summary.json)")
     return 0
 
 
@@ -156,6 +178,13 @@ def register(add) -> None:
                     "input (repeatable)")
     ao.add_argument("--group-feature", action="store_true", help="with --model-file: the (numeric) group column is "
                     "one of the model's inputs")
+    ao.add_argument("--reference-loss", action="append", default=[], help="with --scores: a column of per-record "
+                    "losses under a reference model trained on none of these records (repeatable): adds RMIA's "
+                    "calibrated audit beside the loss threshold")
+    ao.add_argument("--reference-model", action="append", default=[], help="with --model-file: a reference model "
+                    "(same formats) trained on none of these records (repeatable): adds RMIA's calibrated audit")
+    ao.add_argument("--rmia-a", type=float, default=1.0, help="RMIA's offline correction a in (0, 1] (default 1: "
+                    "Pr(x) is the references' mean probability)")
     ao.add_argument("--member", default="member", help="the 0/1 column: 1 for the model's training records "
                     "(default member)")
     ao.add_argument("--group", required=True, help="the column whose groups are compared")
