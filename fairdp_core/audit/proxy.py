@@ -16,6 +16,9 @@ released as if private.
             optimizer.step()
         proxy.record(model, epoch)
     proxy.table()                                    # epoch, group, train_loss, holdout_loss, gap, clipped_fraction
+
+The engine's equivalent, :class:`BankGroupProxy`, observes a whole bank through ``train_bank(on_epoch=...)``: the same
+columns per epoch, model and group, each model's training sample drawn from its own members.
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-__all__ = ["GroupProxy"]
+__all__ = ["BankGroupProxy", "GroupProxy"]
 
 
 class GroupProxy:
@@ -90,6 +93,59 @@ class GroupProxy:
 
     def table(self) -> pd.DataFrame:
         return pd.DataFrame(self.rows, columns=["epoch", "group", "train_loss", "holdout_loss", "gap",
+                                                "clipped_fraction"])
+
+    def write(self, path: str | os.PathLike) -> Path:
+        """The table as CSV, written atomically."""
+        from ..atomic import write_text
+
+        write_text(path, self.table().to_csv(index=False, float_format="%.6g"))
+        return Path(path)
+
+
+class BankGroupProxy:
+    """:class:`GroupProxy` for a bank trained by the engine: ``train_bank(..., on_epoch=proxy)``. Per epoch, model
+    and group: the mean loss on a sample of the model's own training records (at most ``sample``, seeded) and on
+    the held-out records, their gap (held-out − training), and the share of the group's per-sample gradients
+    clipped during that epoch (NaN without clipping). ``X``, ``y``, ``group`` and ``membership`` [M, n] are what the
+    bank trains on; ``holdout`` = (X, y, group) of records no model trained on."""
+
+    def __init__(self, X, y, group, membership, *, holdout, sample: int = 1000, seed: int = 0):
+        X, y, group = np.asarray(X), np.asarray(y), np.asarray(group)
+        membership = np.asarray(membership, dtype=bool)
+        if membership.ndim != 2 or membership.shape[1] != len(y) or not len(X) == len(y) == len(group):
+            raise ValueError(f"membership {membership.shape} must be [M, n] for {len(y)} records, labels and groups")
+        self.holdout = tuple(np.asarray(a) for a in holdout)
+        if not len(self.holdout[0]) == len(self.holdout[1]) == len(self.holdout[2]):
+            raise ValueError("holdout: as many records, labels and groups")
+        rng = np.random.default_rng(seed)
+        self.picks = [rng.permutation(np.flatnonzero(row))[:sample] for row in membership]
+        self.idx = np.unique(np.concatenate(self.picks))  # evaluated once per epoch for every model
+        self.X, self.y, self.group = X[self.idx], y[self.idx], group[self.idx]
+        self.where = [np.searchsorted(self.idx, p) for p in self.picks]
+        self.groups = sorted(set(group.tolist()) | set(self.holdout[2].tolist()), key=str)
+        self.rows: list[dict] = []
+        self._last: tuple[np.ndarray, np.ndarray] | None = None
+
+    def __call__(self, view) -> None:
+        lt, lh = view.losses(self.X, self.y), view.losses(*self.holdout[:2])
+        clipped, seen = view.clipped.cpu().numpy().copy(), view.seen.cpu().numpy().copy()
+        c0, s0 = self._last if self._last is not None else (np.zeros_like(clipped), np.zeros_like(seen))
+        self._last = (clipped, seen)
+        for m, where in enumerate(self.where):
+            for k in self.groups:
+                tr = lt[m, where][self.group[where] == k]
+                ho = lh[m][self.holdout[2] == k]
+                n_seen = seen[m, k] - s0[m, k] if isinstance(k, (int, np.integer)) and k < seen.shape[1] else 0
+                self.rows.append({
+                    "epoch": view.epoch, "model": m, "group": k,
+                    "train_loss": float(tr.mean()) if len(tr) else np.nan,
+                    "holdout_loss": float(ho.mean()) if len(ho) else np.nan,
+                    "gap": float(ho.mean() - tr.mean()) if len(tr) and len(ho) else np.nan,
+                    "clipped_fraction": float((clipped[m, k] - c0[m, k]) / n_seen) if n_seen else np.nan})
+
+    def table(self) -> pd.DataFrame:
+        return pd.DataFrame(self.rows, columns=["epoch", "model", "group", "train_loss", "holdout_loss", "gap",
                                                 "clipped_fraction"])
 
     def write(self, path: str | os.PathLike) -> Path:

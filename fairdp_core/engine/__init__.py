@@ -16,7 +16,7 @@ from .accounting import Accounting, bank_accounting, calibrate_sigma, combine_si
 from .backends import DenseBackend, FuncBackend, make_backend, stack_params
 from .sampling import PoissonBank, batch_sizes, bernoulli_positions
 from .shard import ShardError, concat_banks, shard_rows, train_bank_sharded
-from .trainer import ALGORITHMS, TrainedBank, TrainSpec, bank_widths, model_generators, release_key, train_bank
+from .trainer import ALGORITHMS, EpochView, TrainedBank, TrainSpec, bank_widths, model_generators, release_key, train_bank
 
 __all__ = [
     "ALGORITHMS",
@@ -24,6 +24,7 @@ __all__ = [
     "AdaClip",
     "DPSGDFClip",
     "DenseBackend",
+    "EpochView",
     "FixedClip",
     "FuncBackend",
     "GlobalAdaptClip",

@@ -44,8 +44,8 @@ from .accounting import Accountant, Accounting, calibrate_sigma, epsilon
 from .backends import Backend, make_backend, stack_params
 from .sampling import PoissonBank, batch_sizes
 
-__all__ = ["ALGORITHMS", "Algorithm", "TrainSpec", "TrainedBank", "bank_widths", "model_generators", "release_key",
-           "train_bank"]
+__all__ = ["ALGORITHMS", "Algorithm", "EpochView", "TrainSpec", "TrainedBank", "bank_widths", "model_generators",
+           "release_key", "train_bank"]
 
 Algorithm = Literal[ALGORITHMS]  # the registered rules (fairdp_core.rules)
 
@@ -282,12 +282,38 @@ def bank_widths(membership: np.ndarray, spec: TrainSpec, *, seed: int, stream_id
     return sizes.amax(0).numpy()
 
 
+@dataclass(frozen=True)
+class EpochView:
+    """What an ``on_epoch`` observer of :func:`train_bank` sees: the epoch (1-based) and step just finished, the
+    bank's live parameters (``name -> [M, *shape]``: read, never modify), and the per-model, per-group counts of
+    per-sample gradients seen and clipped so far ([M, K], cumulative; zeros without clipping)."""
+
+    epoch: int
+    step: int
+    params: dict[str, torch.Tensor]
+    backend: Backend
+    clipped: torch.Tensor
+    seen: torch.Tensor
+
+    @torch.no_grad()
+    def losses(self, X, y, *, batch_size: int = 2048) -> np.ndarray:
+        """[M, N] per-record cross-entropy of every model of the bank on (X, y), now."""
+        X, y = torch.as_tensor(np.asarray(X)), torch.as_tensor(np.asarray(y)).long()
+        out = []
+        for s in range(0, len(y), batch_size):
+            z = self.backend.forward(self.params, X[s:s + batch_size].to(next(iter(self.params.values())).device))
+            out.append(nn.functional.cross_entropy(z.transpose(1, 2), y[s:s + batch_size].to(z.device).expand(
+                z.shape[0], -1), reduction="none").cpu())
+        return torch.cat(out, 1).numpy()
+
+
 def train_bank(X: np.ndarray, y: np.ndarray, group: np.ndarray, membership: np.ndarray, spec: TrainSpec, *,
                n_classes: int, n_groups: int, seed: int, device: str | None = None,
                progress: bool = True, desc: str | None = None, stream_ids: np.ndarray | None = None,
                sample_over: np.ndarray | None = None,
                module_factory: Callable[[], nn.Module] | None = None,
-               models: np.ndarray | None = None, widths: np.ndarray | None = None) -> TrainedBank:
+               models: np.ndarray | None = None, widths: np.ndarray | None = None,
+               on_epoch: Callable[[EpochView], None] | None = None) -> TrainedBank:
     """Train M = membership.shape[0] models; model m on the records where ``membership[m]`` is True.
 
     X [n, ...] float32, y [n] int64, group [n] int64, membership [M, n] bool. Returns a :class:`TrainedBank`
@@ -307,6 +333,10 @@ def train_bank(X: np.ndarray, y: np.ndarray, group: np.ndarray, membership: np.n
     row), row m keeps stream ``stream_ids[m]`` (default m), and each step's batch is padded to the whole bank's
     width (``widths`` [T] from :func:`bank_widths`; None: computed here, from every row's sampling stream), so the
     matmuls have the whole bank's shapes and each row trains, bit for bit, as it does in the whole bank.
+
+    ``on_epoch``: called with an :class:`EpochView` after each epoch's worth of steps (and after the last step); it
+    observes the bank (e.g. :class:`~fairdp_core.audit.proxy.BankGroupProxy`) and draws no random numbers, so the
+    bank trains to the same bits with or without it.
     """
     membership = np.asarray(membership, dtype=bool)
     if membership.ndim != 2 or membership.shape[1] != len(y):
@@ -369,7 +399,7 @@ def train_bank(X: np.ndarray, y: np.ndarray, group: np.ndarray, membership: np.n
         return torch.stack(out, 1)
     x_sq_all = (Xt.flatten(1) ** 2).sum(1)  # ‖x‖² of every record, for the first layer's closed-form norms
     t0 = time.perf_counter()
-    for _ in tqdm(range(steps), desc=desc or f"{spec.algorithm} x{M}", disable=not progress, mininterval=1.0):
+    for t in tqdm(range(steps), desc=desc or f"{spec.algorithm} x{M}", disable=not progress, mininterval=1.0):
         idx, w = sampler.next()
         flat = idx.to(dev).flatten()
         w = w.to(dev)
@@ -399,6 +429,10 @@ def train_bank(X: np.ndarray, y: np.ndarray, group: np.ndarray, membership: np.n
                 grads = backend.batch_grad(params, xb, yb, w)
             for n in names:
                 params[n].sub_(grads[n], alpha=spec.lr / spec.batch_size)
+        if on_epoch is not None and (int((t + 1) * spec.epochs / steps) > int(t * spec.epochs / steps)
+                                     or t == steps - 1):
+            on_epoch(EpochView(epoch=max(1, int((t + 1) * spec.epochs / steps)), step=t + 1, params=params,
+                               backend=backend, clipped=clipped, seen=seen))
     seconds = time.perf_counter() - t0
 
     spent = {qm: epsilon(sigma_eff, sample_rate=qm, steps=steps, delta=spec.delta, accountant=spec.accountant,
