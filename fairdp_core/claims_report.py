@@ -68,7 +68,7 @@ def expected_cells(profile: str | Path | list) -> list[tuple[str, str, float]]:
 
 
 def planned_rows(profile: str | Path | list) -> int:
-    """The family, fixed in advance: every (cell, DP-SGD-S rule) the campaign profiles plan."""
+    """The family: every (cell, DP-SGD-S rule) the campaign profiles plan, whether run yet or not."""
     rows = {(g["dataset"], g["model"], float(e), rule) for g in _grid(profile) for e in g["epsilons"]
             for rule in g["algorithms"] if rule in RULE_ORDER}
     return len(rows)
@@ -76,12 +76,17 @@ def planned_rows(profile: str | Path | list) -> int:
 
 def claims_frame(summaries_dir: Path | list, profile: Path | list, files: list[Path] | None = None
                  ) -> tuple[pd.DataFrame, list[dict]]:
-    """The claims table over the family fixed in advance (every cell × rule the profiles plan), with each cell's
+    """The claims table over the family of every (cell, rule) the profiles plan, with each cell's
     seed target (the campaign's stopping rule) beside its seeds; and the summaries it was computed from
     (``summaries_dir``: one directory or several; ``files``: only these summaries)."""
     if files is None:
         files = sorted(f for d in _paths(summaries_dir) for f in d.glob("*.json"))
     s = load_summaries(None, files=files)
+    names = [x["run"] for x in s]
+    twice = sorted({n for n in names if names.count(n) > 1})
+    if twice:
+        raise ValueError(f"runs stored twice among the campaign's summaries ({', '.join(map(str, summaries_dir))}): "
+                         f"{', '.join(twice[:5])}")
     df = claims_table(s, family=planned_rows(profile))
     if not df.empty:
         need = {}
@@ -353,8 +358,8 @@ def claims_section(summaries_dir: Path, profile: Path, frame: tuple | None = Non
         f"streams). Design: {DESIGN}. Both estimators of Δ are shown: the paper's in-sample PA-ALOOA (biased upward "
         "under no leakage, by the same amount for every group) and the cross-fitted one. Intervals are paired t "
         f"intervals over seeds at the Bonferroni level 1 − 0.05/{k}, and p-values paired t tests times {k}: the "
-        f"family is fixed in advance, every cell of the profile × the three rules ({k} rows), not the rows run so "
-        f"far; the Holm-adjusted p is in the CSV. A verdict needs ≥ {MIN_SEEDS} seeds, no degenerate arm, and mean "
+        f"family is every (cell, rule) the campaign's profiles plan ({k} rows), not the rows run so far; the "
+        f"Holm-adjusted p is in the CSV. A verdict needs ≥ {MIN_SEEDS} seeds, no degenerate arm, and mean "
         f"accuracies and balanced accuracies within {LIKE_FOR_LIKE_PP:g} pp; <b>reproduced</b> (Δ lower) or "
         "<b>contradicted</b> (Δ higher) needs both estimators' intervals to exclude 0 on the same side, else "
         "<b>depends on the estimator</b>; <b>not detected</b> gives the smallest change 80% power would detect at "

@@ -345,3 +345,19 @@ def test_the_answer_when_nothing_is_detected():
             "1.") in page
     assert "Paper's algorithm as published" not in page  # only the rules that ran get a line
     assert "Paper's rule made DP (dpsgd_s_paper, decides the claim): lower 0, higher 0, no change 1" in page
+
+
+def test_the_family_and_seed_caps_are_the_campaign_profiles_plan(tmp_path):
+    """31 rows: the 10 LR cells x 3 rules of claims.yaml and MNIST MLP's paper rule of claims_mnist.yaml; each cell's
+    seed cap is its own grid entry's (16 for the LR cells, 12 for MNIST); a run stored in both directories is an
+    error, not silently counted once."""
+    from fairdp_core.claims_report import CLAIMS_SOURCES, _max_seeds, claims_frame, planned_rows
+
+    profiles = [ROOT / p for _, p in CLAIMS_SOURCES]
+    assert planned_rows(profiles) == 31 and planned_rows(profiles[:1]) == 30
+    assert _max_seeds(profiles, ("mnist", "mlp", 10.0)) == 12 and _max_seeds(profiles, ("adult", "lr", 1.0)) == 16
+    one = sorted((ROOT / "reports" / "paper" / "claims").glob("adult-lr-dpsgd-e10-s0.json"))
+    assert one
+    with pytest.raises(ValueError, match="runs stored twice"):
+        claims_frame([tmp_path], profiles, files=one + one)
+

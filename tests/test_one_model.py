@@ -169,9 +169,10 @@ def test_the_training_proxy_records_gaps_and_clipped_fractions_in_an_opacus_loop
 
 
 def test_one_model_against_its_recipe_on_a_bank_with_a_planted_leak():
-    """A bank of 8 models over 400 audited records in 3 groups; group "c"'s members have lower loss in every model
+    """A bank of 8 models over 600 audited records in 3 groups; group "c"'s members have lower loss in every model
     (the recipe leaks c most, "a" least): each one-model audit names c, ranks the groups alike, and its Δ is
-    summarised against the recipe's."""
+    summarised against the recipe's. One model of each complementary pair is compared (a pair's two models are
+    mirror images: with one function for both, their audits name opposite groups whatever the recipe)."""
     from fairdp_core.audit.one_vs_recipe import compare_bank
 
     rng = np.random.default_rng(4)
@@ -187,7 +188,8 @@ def test_one_model_against_its_recipe_on_a_bank_with_a_planted_leak():
                        clipped={"a": 0.9, "b": 0.5, "c": 0.1})
     assert res["riskiest_agrees"] == 1.0 and res["recipe_riskiest"] == "c"
     assert res["spearman_mean"] > 0.9
-    assert res["n_models"] == 8 and res["one_delta_sd_pp"] > 0
+    assert res["n_models"] == 4 and res["one_delta_sd_pp"] > 0  # one model of each complementary pair
+    assert list(res["per_model"].model) == [0, 2, 4, 6]
     assert res["bias_pp"] == pytest.approx(res["one_delta_mean_pp"] - 39.0)
     # the loss-gap proxy: c's gap (1.5) dwarfs the sampling noise, so every model names c; ranks alike on average
     assert res["gap_riskiest_agrees"] == 1.0 and res["gap_spearman_mean"] > 0.8
@@ -195,6 +197,10 @@ def test_one_model_against_its_recipe_on_a_bank_with_a_planted_leak():
     assert (gaps == "c").all()
     # a clipped fraction ranked the other way round names a, not c, and correlates −1
     assert res["clip_riskiest_agrees"] == 0.0 and res["clip_spearman"] == pytest.approx(-1.0)
+    # mirror images: both models of each pair share one loss function of the records, with no membership effect
+    same = np.repeat(rng.exponential(1.0, (M // 2, m)), 2, axis=0)
+    mirror = compare_bank(same, membership, group, ["a", "b", "c"], {"a": 1.0, "b": 10.0, "c": 40.0}, n_null=5)
+    assert mirror["n_models"] == 4  # counting both of a pair would force its agreement to 50%: never done
     flat = compare_bank(loss, membership, group, ["a", "b", "c"], {"a": 1.0, "b": 10.0, "c": 40.0}, n_null=5)
     assert np.isnan(flat["clip_riskiest_agrees"]) and np.isnan(flat["clip_spearman"])  # no DP: no clipping
 
@@ -323,7 +329,17 @@ def test_a_saved_model_with_bad_inputs_is_refused_before_any_output(tmp_path, ca
         assert not out.exists()
     torch.save(torch.nn.Linear(2, 2), tmp_path / "pickled.pt")  # a pickled module: never unpickled
     assert main([a if a != str(model) else str(tmp_path / "pickled.pt") for a in base] + ["--label", "label"]) == 2
-    assert "neither TorchScript nor a torch.export program" in capsys.readouterr().err and not out.exists()
+    err = capsys.readouterr().err
+    assert "neither TorchScript nor a torch.export program" in err and "Traceback" not in err and not out.exists()
+    df.assign(extra=1.0).to_csv(tmp_path / "wide.csv", index=False)  # 13 inputs for a 12-input model
+    assert main([a if a != str(csv) else str(tmp_path / "wide.csv") for a in base] + ["--label", "label",
+                                                                                        "--drop", "rid"]) == 2
+    err = capsys.readouterr().err
+    assert "the model failed on" in err and "Traceback" not in err and not out.exists()
+    three = torch.nn.Sequential(torch.nn.Linear(12, 3))
+    torch.jit.save(torch.jit.script(three), str(tmp_path / "three.pt"))
+    assert main(base + ["--label", "label", "--drop", "rid", "--reference-model", str(tmp_path / "three.pt")]) == 2
+    assert "a reference must classify the same classes" in capsys.readouterr().err and not out.exists()
     assert main(base[:1] + ["--group", "sex", "--out", str(out)]) == 2  # no source at all
     assert "give --scores CSV" in capsys.readouterr().err
 
@@ -352,6 +368,12 @@ def test_rmia_calibration_finds_a_leak_that_record_difficulty_hides_and_covers_0
     assert np.allclose(calibrated_scores(t, ref), expected)
     with pytest.raises(ValueError, match="reference losses"):
         calibrated_scores(t, ref[:, :1])
+    # a < 1: Pr(x) = ½((1 + a)·Pr_OUT(x) + (1 − a)), by hand for a = 0.3
+    pr_out = np.array([(np.exp(-0.5) + np.exp(-1.5)) / 2, np.exp(-2.0)])
+    assert np.allclose(calibrated_scores(t, ref, a=0.3), -t - np.log(0.5 * (1.3 * pr_out + 0.7)))
+    # losses far beyond exp's range: still finite, and still ordered by how much better the target fits
+    huge = calibrated_scores(np.array([900.0, 1000.0]), np.array([[1000.0, 1000.0], [1100.0, 1000.0]]))
+    assert np.isfinite(huge).all() and huge[0] > huge[1]
     target, ref, member, sex = _difficulty_bank(leak=0.4)
     raw = audit_one(-target[member], -target[~member], sex[member], sex[~member], n_null=20, seed=0)
     cal_s = calibrated_scores(target, ref)
@@ -396,6 +418,8 @@ def test_the_engines_proxy_records_each_epoch_and_leaves_the_bank_unchanged():
     """train_bank(on_epoch=BankGroupProxy(...)): one row per epoch, model and group; group 1's labels are coin
     flips, so its held-out − training gap ends above group 0's; clipped fractions are shares under DP-SGD and NaN
     under SGD; the bank's parameters are bit-identical with and without the observer (it draws no random numbers)."""
+    import math
+
     import torch
 
     from fairdp_core.audit.proxy import BankGroupProxy
@@ -410,15 +434,18 @@ def test_the_engines_proxy_records_each_epoch_and_leaves_the_bank_unchanged():
     membership = np.stack([half, ~half, half, ~half])
     tr = slice(0, n)
     for spec in (TrainSpec(algorithm="sgd", model="mlp", epochs=40, batch_size=64, lr=1.0, hidden=128),
-                 TrainSpec(algorithm="dpsgd", model="mlp", epochs=3, batch_size=64, lr=0.5, hidden=64,
+                 TrainSpec(algorithm="dpsgd", model="mlp", epochs=2.5, batch_size=64, lr=0.5, hidden=64,
                            target_epsilon=10.0, clip=0.5)):
         proxy = BankGroupProxy(X[tr], y[tr], g[tr], membership, holdout=(X[n:], y[n:], g[n:]), sample=200)
         kw = dict(n_classes=2, n_groups=2, seed=0, progress=False)
         watched = train_bank(X[tr], y[tr], g[tr], membership, spec, on_epoch=proxy, **kw)
         plain = train_bank(X[tr], y[tr], g[tr], membership, spec, **kw)
         assert all(torch.equal(watched.params[k], plain.params[k]) for k in plain.params)
+        with pytest.raises(ValueError, match="group codes"):
+            BankGroupProxy(X[tr], y[tr], g[tr] - 1, membership, holdout=(X[n:], y[n:], g[n:]))
         t = proxy.table()
-        assert len(t) == spec.epochs * 4 * 2 and sorted(t.epoch.unique()) == list(range(1, int(spec.epochs) + 1))
+        epochs = math.ceil(spec.epochs)  # 2.5 epochs: the last, partial one is epoch 3
+        assert len(t) == epochs * 4 * 2 and sorted(t.epoch.unique()) == list(range(1, epochs + 1))
         if spec.algorithm == "sgd":
             last = t[t.epoch == spec.epochs].groupby("group").gap.mean()
             assert last[1] > last[0] + 0.2  # the memorised coin flips (measured: 0.75 against 0.34)

@@ -186,7 +186,13 @@ def loss_scores(model, X, y, *, batch_size: int = 1024):
         pass
     with torch.no_grad():
         for i in range(0, len(X), batch_size):
-            logits = model(X[i:i + batch_size].float())
+            try:
+                logits = model(X[i:i + batch_size].float())
+            except (RuntimeError, AssertionError, ValueError, TypeError) as e:
+                first = next((ln for ln in str(e).splitlines() if ln.strip()), type(e).__name__)
+                raise ValueError(f"the model failed on {len(X)} records of {tuple(X.shape[1:])} inputs ({first[:200]}): "
+                                 "check the input columns (--drop) and, for a torch.export program, that it was "
+                                 "exported with a dynamic batch dimension") from None
             if logits.ndim != 2 or logits.shape[1] <= int(y.max()):
                 raise ValueError(f"the model's output has shape {tuple(logits.shape)}: it needs one column per class "
                                  f"(labels run to {int(y.max())})")
@@ -198,11 +204,12 @@ def calibrated_scores(target_loss, reference_losses, *, a: float = 1.0) -> np.nd
     """RMIA's per-record likelihood ratio with reference models (Zarifzadeh et al. 2024, arXiv 2312.03262, offline),
     as a score for :func:`audit_one`: log p(x) − log Pr(x), with p(x) = exp(−loss) the target model's probability of
     x's label, and Pr(x) = ½((1 + a)·Pr_OUT(x) + (1 − a)), Pr_OUT(x) the mean of that probability over reference
-    models that did not train on x. ``a`` = 1 (default): Pr(x) = Pr_OUT(x), for references trained on none of the
-    audited records; the paper's linear correction for having no IN references is ``a`` < 1. A record that is hard
-    for every model (high loss everywhere) is no longer mistaken for a non-member: the score asks how much better the
-    target fits it than models that never saw it. RMIA's population comparison (the share of population records z
-    with LR(x)/LR(z) ≥ γ) is monotone in LR(x) for a fixed population, so a threshold on LR(x) gives the same attack.
+    models that did not train on x. ``a`` in [0, 1] is the paper's linear correction for having no IN reference
+    models (it approximates Pr_IN; the paper tunes it below 1); ``a`` = 1 (default) applies no correction:
+    Pr(x) = Pr_OUT(x). A record that is hard for every model (high loss everywhere) is no longer mistaken for a
+    non-member: the score asks how much better the target fits it than models that never saw it. RMIA's population
+    comparison (the share of population records z with LR(x)/LR(z) ≥ γ) is a step function of LR(x) for a fixed
+    population, so every attack it defines is a threshold on LR(x), which this audit searches directly.
 
     ``target_loss`` [n] and ``reference_losses`` [R, n]: per-record cross-entropy losses (natural log)."""
     t = np.asarray(target_loss, float)
@@ -211,11 +218,13 @@ def calibrated_scores(target_loss, reference_losses, *, a: float = 1.0) -> np.nd
         raise ValueError(f"reference losses {refs.shape}: need [references, {t.shape[0]} records]")
     if not (np.isfinite(t).all() and np.isfinite(refs).all()):
         raise ValueError("losses must be finite")
-    if not 0 < a <= 1:
-        raise ValueError(f"RMIA's a must lie in (0, 1], got {a}")
-    pr_out = np.exp(-refs).mean(0)
-    pr = 0.5 * ((1 + a) * pr_out + (1 - a))
-    return -t - np.log(np.maximum(pr, 1e-300))
+    if not 0 <= a <= 1:
+        raise ValueError(f"RMIA's a must lie in [0, 1], got {a}")
+    from scipy.special import logsumexp
+
+    log_pr_out = logsumexp(-refs, axis=0) - np.log(refs.shape[0])  # no underflow at large losses
+    log_pr = np.log(0.5) + np.logaddexp(np.log1p(a) + log_pr_out, np.log1p(-a) if a < 1 else -np.inf)
+    return -t - log_pr
 
 
 def load_model_file(path: str | Path):
@@ -231,12 +240,21 @@ def load_model_file(path: str | Path):
         return torch.jit.load(str(path), map_location="cpu")
     except (RuntimeError, ValueError):
         pass
+    import logging
+
+    quiet = [logging.getLogger(n) for n in ("torch.export", "torch._export", "torch.export.pt2_archive._package")]
+    levels = [lg.level for lg in quiet]
+    for lg in quiet:  # torch logs a traceback before raising: the one-line refusal below says it all
+        lg.setLevel(logging.CRITICAL)
     try:
         return torch.export.load(str(path)).module()
     except Exception:  # noqa: BLE001 - any failure means: not an exported program either
         raise ValueError(f"--model-file {path}: neither TorchScript nor a torch.export program; save the model with "
                          "torch.jit.save(torch.jit.script(model), path) or torch.export.save(torch.export.export("
                          "model, (example,)), path)") from None
+    finally:
+        for lg, level in zip(quiet, levels):
+            lg.setLevel(level)
 
 
 def model_file_scores(model_file: str | Path, data: str | Path, *, label: str, member: str, group: str,
@@ -265,14 +283,35 @@ def model_file_scores(model_file: str | Path, data: str | Path, *, label: str, m
                          + (f"not numeric: {', '.join(map(repr, text))} (encode them as the model was trained, or "
                             "--drop them)" if text else "no input column is left"))
     if not pd.api.types.is_integer_dtype(df[label]) or (df[label] < 0).any():
-        raise ValueError(f"{data}: label column {label!r} must hold class indices 0..C-1")
+        raise ValueError(f"{data}: label column {label!r} must hold integer class indices 0..C-1 (it holds "
+                         f"{df[label].dtype} values)")
     m = df[member].astype(bool).to_numpy()
     X = df[features].to_numpy(np.float32)
     check_disjoint(*((df[id_column][m], df[id_column][~m]) if id_column else (None, None)),
                    X_train=X[m], X_holdout=X[~m])
     models = [load_model_file(p) for p in (model_file, *references)]  # every file checked before any scoring
+    import torch
+
+    with torch.no_grad():
+        widths = [int(loss_scores_width(mod, X[:2])) for mod in models]
+    if len(set(widths)) > 1:
+        raise ValueError(f"--reference-model: the models' outputs have {widths[1:]} columns, the target's {widths[0]}: "
+                         "a reference must classify the same classes")
     scores = [loss_scores(mod, X, df[label].to_numpy()) for mod in models]
     return scores[0], m, df[group].astype(str).to_numpy(), np.stack(scores[1:]) if references else None
+
+
+def loss_scores_width(model, X) -> int:
+    """The number of output columns of ``model`` on a few records (one-line errors as :func:`loss_scores`)."""
+    import torch
+
+    y = np.zeros(len(X), dtype=np.int64)
+    loss_scores(model, X, y)  # raises the one-line error for inputs the model cannot take
+    try:
+        model.eval()
+    except NotImplementedError:
+        pass
+    return model(torch.as_tensor(np.asarray(X)).float()).shape[1]
 
 
 def check_disjoint(train_ids=None, holdout_ids=None, X_train=None, X_holdout=None) -> None:

@@ -34,19 +34,31 @@ def _ranking(values: pd.Series, recipe: pd.Series) -> tuple[str, float]:
     return values.idxmax(), rho
 
 
+def _one_per_pair(membership: np.ndarray) -> list[int]:
+    """The models to compare: one of each complementary pair (rows 2i, 2i+1 of the study's design). The two models
+    of a pair train on opposite halves of the audited records and are nearly the same function (LR banks: their
+    losses correlate at 0.998), so their one-model advantages per group are mirror images and always name opposite
+    groups: counting both would pin every two-group agreement rate at 50% by construction. Without pairs: every
+    model."""
+    M = membership.shape[0]
+    paired = M % 2 == 0 and M > 0 and bool((membership[0::2] ^ membership[1::2]).all())
+    return list(range(0, M, 2)) if paired else list(range(M))
+
+
 def compare_bank(loss: np.ndarray, membership: np.ndarray, group: np.ndarray, names: list[str],
                  recipe_gpr_pp: dict[str, float], *, clipped: dict[str, float] | None = None, n_null: int = 20,
                  min_per_group: int = 10, seed: int = 0) -> dict:
     """``loss`` and ``membership`` [M, m] of a bank's audited records, ``group`` [m] (codes into ``names``), the
     recipe audit's GPR per group (pp), and the bank's per-group clipped fractions (DP runs). Returns the per-model
-    results and the bank's agreement summary: the one-model audit's, and the training-time proxies' (the loss gap
-    of :class:`~fairdp_core.audit.proxy.GroupProxy` at the end of training, per model: each group's mean loss on
-    the model's non-members minus on its members; the clipped fraction, per bank)."""
+    results (one model of each complementary pair, :func:`_one_per_pair`) and the bank's agreement summary: the
+    one-model audit's, and the training-time proxies' (the loss gap of :class:`~fairdp_core.audit.proxy.GroupProxy`
+    at the end of training, per model: each group's mean loss on the model's non-members minus on its members; the
+    clipped fraction, per bank, over the whole of training)."""
     names_arr = np.asarray(names, dtype=object)[np.asarray(group)]
     recipe = pd.Series(recipe_gpr_pp, dtype=float)
     riskiest = recipe.idxmax()
     rows = []
-    for j in range(loss.shape[0]):
+    for j in _one_per_pair(np.asarray(membership, bool)):
         s, m = -np.asarray(loss[j], float), np.asarray(membership[j], bool)
         res = audit_one(s[m], s[~m], names_arr[m], names_arr[~m], n_null=n_null, min_per_group=min_per_group,
                         seed=seed + j)
@@ -107,23 +119,30 @@ def compare_runs(results_dir: str | os.PathLike, runs: dict[str, dict], *, n_nul
     return pd.DataFrame(out)
 
 
+def _share(df: pd.DataFrame, col: str) -> float:
+    """A per-model rate pooled over banks (weighted by the models compared)."""
+    return float((df[col] * df.n_models).sum() / df.n_models.sum()) if len(df) else np.nan
+
+
 def _proxy_sentence(df: pd.DataFrame) -> str:
     """How well the training-time proxies track the recipe audit's group ranking at the end of training."""
-    gap = float((df.gap_riskiest_agrees * df.n_models).sum() / df.n_models.sum())
-    multi = df[df.n_groups >= 3]
+    multi, two = df[df.n_groups >= 3], df[df.n_groups == 2]
     clip = df[df.clip_riskiest_agrees.notna()]
-    two = df[df.n_groups == 2]
-    return (f"The training-time proxy (`GroupProxy`: per group, held-out minus training mean loss, one model at the "
-            f"end of training) names the recipe's riskiest group in {100 * gap:.0f}% of the models"
-            + (f" ({100 * float((two.gap_riskiest_agrees * two.n_models).sum() / two.n_models.sum()):.0f}% with two "
-               "groups, where chance is 50%)" if len(two) else "")
-            + (f"; its group ranking's mean Spearman correlation with the recipe's is "
-               f"{multi.gap_spearman_mean.mean():.2f} with three or more groups" if len(multi) else "")
-            + (f". The per-group clipped fraction (DP runs, per bank) ranks the recipe's riskiest group highest in "
-               f"{int(clip.clip_riskiest_agrees.sum())} of {len(clip)} banks"
-               + (f" (mean Spearman {clip[clip.n_groups >= 3].clip_spearman.mean():.2f} with three or more groups)"
-                  if (clip.n_groups >= 3).any() else "") if len(clip) else "")
-            + ". Where these are near chance, the proxy does not track the audit: it is a diagnostic, not an audit.")
+    clip2, clip_multi = clip[clip.n_groups == 2], clip[clip.n_groups >= 3]
+    parts = [f"The training-time proxy (`GroupProxy`: per group, held-out minus training mean loss, one model at the "
+             f"end of training) names the recipe's riskiest group in {100 * _share(two, 'gap_riskiest_agrees'):.0f}% "
+             "of the models with two groups (chance 50%)" if len(two) else "The training-time proxy"]
+    if len(multi):
+        parts.append(f"{100 * _share(multi, 'gap_riskiest_agrees'):.0f}% with {int(multi.n_groups.max())} groups "
+                     f"(chance {100 / multi.n_groups.max():.0f}%), with a mean Spearman correlation of "
+                     f"{multi.gap_spearman_mean.mean():.2f} with the recipe's ranking")
+    out = ", ".join(parts) + "."
+    if len(clip):
+        out += (" The per-group share of clipped gradients over training (DP runs, one value per bank) ranks the "
+                f"recipe's riskiest group highest in {int(clip2.clip_riskiest_agrees.sum())} of {len(clip2)} two-group "
+                "banks" + (f" and {int(clip_multi.clip_riskiest_agrees.sum())} of {len(clip_multi)} ten-group banks "
+                           f"(mean Spearman {clip_multi.clip_spearman.mean():.2f})" if len(clip_multi) else "") + ".")
+    return out + " Where these are near chance, the proxy does not track the audit: it is a diagnostic, not an audit."
 
 
 def write_comparison(df: pd.DataFrame, out: str | os.PathLike) -> Path:
@@ -133,13 +152,15 @@ def write_comparison(df: pd.DataFrame, out: str | os.PathLike) -> Path:
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     write_text(out / "comparison.csv", df.to_csv(index=False, float_format="%.6g"))
-    agree = float((df.riskiest_agrees * df.n_models).sum() / df.n_models.sum()) if len(df) else np.nan
-    multi = df[df.n_groups >= 3]
+    multi, two = df[df.n_groups >= 3], df[df.n_groups == 2]
     lines = ["# One model against its recipe: how far a one-model group audit can be trusted", "",
-             f"Over {len(df)} banks ({int(df.n_models.sum())} models), the one-model audit of a single model names "
-             f"the recipe audit's riskiest group in {100 * agree:.0f}% of the models"
-             + (f", and its group ranking has a mean Spearman correlation of {multi.spearman_mean.mean():.2f} with "
-                f"the recipe's where there are three or more groups ({len(multi)} banks)" if len(multi) else "")
+             f"Over {len(df)} banks ({int(df.n_models.sum())} models compared: one of each complementary pair, "
+             "whose two models are mirror images of each other), the one-model audit of a single model names the "
+             f"recipe audit's riskiest group in {100 * _share(two, 'riskiest_agrees'):.0f}% of the models with two "
+             "groups (chance 50%)"
+             + (f" and {100 * _share(multi, 'riskiest_agrees'):.0f}% with {int(multi.n_groups.max())} (chance "
+                f"{100 / multi.n_groups.max():.0f}%), and its group ranking has a mean Spearman correlation of "
+                f"{multi.spearman_mean.mean():.2f} with the recipe's there ({len(multi)} banks)" if len(multi) else "")
              + f". Its Δ is {df.bias_pp.mean():+.2f} pp off the recipe's on average (mean over banks), with a "
                f"between-model SD of {df.one_delta_sd_pp.mean():.2f} pp within a bank.", "",
              _proxy_sentence(df), "",

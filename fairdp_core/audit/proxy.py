@@ -118,6 +118,10 @@ class BankGroupProxy:
         self.holdout = tuple(np.asarray(a) for a in holdout)
         if not len(self.holdout[0]) == len(self.holdout[1]) == len(self.holdout[2]):
             raise ValueError("holdout: as many records, labels and groups")
+        for name, g in (("group", group), ("holdout groups", self.holdout[2])):
+            if not np.issubdtype(g.dtype, np.integer) or (len(g) and g.min() < 0):
+                raise ValueError(f"{name}: the engine's group codes 0..K-1 (integers), got {g.dtype} "
+                                 f"{np.unique(g)[:5].tolist()}")
         rng = np.random.default_rng(seed)
         self.picks = [rng.permutation(np.flatnonzero(row))[:sample] for row in membership]
         self.idx = np.unique(np.concatenate(self.picks))  # evaluated once per epoch for every model
@@ -128,15 +132,19 @@ class BankGroupProxy:
         self._last: tuple[np.ndarray, np.ndarray] | None = None
 
     def __call__(self, view) -> None:
-        lt, lh = view.losses(self.X, self.y), view.losses(*self.holdout[:2])
         clipped, seen = view.clipped.cpu().numpy().copy(), view.seen.cpu().numpy().copy()
+        if clipped.shape[0] != len(self.picks) or (self.groups and max(self.groups) >= clipped.shape[1]):
+            raise ValueError(f"BankGroupProxy was built for {len(self.picks)} models and groups up to "
+                             f"{max(self.groups)}; the bank has {clipped.shape[0]} models and {clipped.shape[1]} groups "
+                             "(a sharded bank: observe the whole bank, not a shard)")
+        lt, lh = view.losses(self.X, self.y), view.losses(*self.holdout[:2])
         c0, s0 = self._last if self._last is not None else (np.zeros_like(clipped), np.zeros_like(seen))
         self._last = (clipped, seen)
         for m, where in enumerate(self.where):
             for k in self.groups:
                 tr = lt[m, where][self.group[where] == k]
                 ho = lh[m][self.holdout[2] == k]
-                n_seen = seen[m, k] - s0[m, k] if isinstance(k, (int, np.integer)) and k < seen.shape[1] else 0
+                n_seen = seen[m, k] - s0[m, k]
                 self.rows.append({
                     "epoch": view.epoch, "model": m, "group": k,
                     "train_loss": float(tr.mean()) if len(tr) else np.nan,

@@ -183,7 +183,7 @@ def register(add) -> None:
                     "calibrated audit beside the loss threshold")
     ao.add_argument("--reference-model", action="append", default=[], help="with --model-file: a reference model "
                     "(same formats) trained on none of these records (repeatable): adds RMIA's calibrated audit")
-    ao.add_argument("--rmia-a", type=float, default=1.0, help="RMIA's offline correction a in (0, 1] (default 1: "
+    ao.add_argument("--rmia-a", type=float, default=1.0, help="RMIA's offline correction a in [0, 1] (default 1: "
                     "Pr(x) is the references' mean probability)")
     ao.add_argument("--member", default="member", help="the 0/1 column: 1 for the model's training records "
                     "(default member)")

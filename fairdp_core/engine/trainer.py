@@ -298,10 +298,11 @@ class EpochView:
     @torch.no_grad()
     def losses(self, X, y, *, batch_size: int = 2048) -> np.ndarray:
         """[M, N] per-record cross-entropy of every model of the bank on (X, y), now."""
-        X, y = torch.as_tensor(np.asarray(X)), torch.as_tensor(np.asarray(y)).long()
+        ref = next(iter(self.params.values()))
+        X, y = torch.as_tensor(np.asarray(X)).to(ref.dtype), torch.as_tensor(np.asarray(y)).long()
         out = []
         for s in range(0, len(y), batch_size):
-            z = self.backend.forward(self.params, X[s:s + batch_size].to(next(iter(self.params.values())).device))
+            z = self.backend.forward(self.params, X[s:s + batch_size].to(ref.device))
             out.append(nn.functional.cross_entropy(z.transpose(1, 2), y[s:s + batch_size].to(z.device).expand(
                 z.shape[0], -1), reduction="none").cpu())
         return torch.cat(out, 1).numpy()
@@ -431,8 +432,9 @@ def train_bank(X: np.ndarray, y: np.ndarray, group: np.ndarray, membership: np.n
                 params[n].sub_(grads[n], alpha=spec.lr / spec.batch_size)
         if on_epoch is not None and (int((t + 1) * spec.epochs / steps) > int(t * spec.epochs / steps)
                                      or t == steps - 1):
-            on_epoch(EpochView(epoch=max(1, int((t + 1) * spec.epochs / steps)), step=t + 1, params=params,
-                               backend=backend, clipped=clipped, seen=seen))
+            last = math.ceil(spec.epochs - 1e-9)  # a final partial epoch (epochs = 2.5) is epoch 3
+            epoch = last if t == steps - 1 else max(1, int((t + 1) * spec.epochs / steps))
+            on_epoch(EpochView(epoch=epoch, step=t + 1, params=params, backend=backend, clipped=clipped, seen=seen))
     seconds = time.perf_counter() - t0
 
     spent = {qm: epsilon(sigma_eff, sample_rate=qm, steps=steps, delta=spec.delta, accountant=spec.accountant,
