@@ -96,6 +96,46 @@ def seconds_per_step(dataset: str, model: str, *, steps: int, workers: int, **kw
     return (t2 - t1) / steps
 
 
+def write_report(p, env: dict, per_step: dict, *, out: Path, stem: str, cmd: str, only: bool = False) -> str:
+    """Write ``<stem>.json`` and ``<stem>.md`` from the times per step measured so far; returns the table's text."""
+    B, E, M, workers = p.train.batch_size, p.train.epochs, env["models"], env["workers"]
+    rows = []
+    for (d, m), t in per_step.items():
+        runs = [r for r in p.runs.values() if (r.dataset, r.model) == (d, m)]
+        T = int(round(E * (SHAPES[d][0] / 2) / B))
+        rows.append({"dataset": d, "model": m, "per_step_s": t, "steps_per_run": T, "per_run_s": t * T,
+                     "runs": len(runs), "total_h": t * T * len(runs) / 3600})
+    total_h = sum(r["total_h"] for r in rows)
+    all_pairs = {(r.dataset, r.model) for r in p.runs.values()}
+    complete = not only and set(per_step) == all_pairs
+    out.mkdir(parents=True, exist_ok=True)
+    (out / f"{stem}.json").write_text(json.dumps({"environment": env, "rows": rows, "total_h": total_h,
+                                                  "complete": complete}, indent=1))
+    lines = [f"Training time of the `{env['profile']}` profile on {env['device']} (torch {env['torch']}, "
+             f"{env['threads']} threads): {M} models per bank over {workers} worker(s), batch {B}, {E:g} epochs. "
+             f"Each row's time per step is MEASURED ({env['lr_steps_timed']} steps (LR) or {env['steps_timed']} of one "
+             f"DP-SGD-S bank on synthetic data of the dataset's shape{'' if workers == 1 else '; 2·steps minus steps'});"
+             " the per-run and total times are an EXTRAPOLATION (T = epochs · n/2 / B steps per run; training only: no "
+             f"signals, attacks, beyond or synthetic-data stages). `{cmd}`.", "",
+             "| dataset | model | s per step (measured) | steps per run | per run | runs | total (extrapolated) |",
+             "|---|---|---|---|---|---|---|"]
+    for r in rows:
+        lines.append(f"| {r['dataset']} | {r['model']} | {r['per_step_s']:.4f} | {r['steps_per_run']:,} | "
+                     f"{r['per_run_s'] / 60:.1f} min | {r['runs']} | {r['total_h']:.2f} h |")
+    lines.append(f"| **all** | | | | | {sum(r['runs'] for r in rows)} | **{total_h:.1f} h** |")
+    if only:
+        lines.append("\nOnly some of the profile's pairs were timed (`--only`): the total covers those.")
+    elif not complete:
+        untimed = sorted(all_pairs - set(per_step))
+        lines.append("\nNot timed (the run ended first): " + ", ".join(f"{d}/{m}" for d, m in untimed)
+                     + ". The total covers the pairs above.")
+    text = "\n".join(lines) + "\n"
+    tmp = out / f".{stem}.md.tmp"
+    tmp.write_text(text)
+    tmp.replace(out / f"{stem}.md")
+    return text
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--device", default="cuda")
@@ -130,41 +170,16 @@ def main(argv: list[str] | None = None) -> int:
     print(json.dumps(env), flush=True)
     bank_seconds(pairs[0][0], pairs[0][1], M=2, steps=1, batch_size=B, device=args.device, workers=1,
                  hidden=p.train.hidden)  # warm-up: kernels, allocator, the device context
+    cmd = " ".join(["python benchmarks/gpu_timing.py", *(argv if argv is not None else sys.argv[1:])])
     per_step = {}
     for d, m in pairs:
         per_step[(d, m)] = seconds_per_step(d, m, M=M, steps=args.lr_steps if m == "lr" else args.steps,
                                             batch_size=B, device=args.device, workers=workers, hidden=p.train.hidden)
         print(json.dumps({"dataset": d, "model": m, "per_step_s": round(per_step[(d, m)], 4)}), flush=True)
-    rows = []
-    for (d, m), t in per_step.items():
-        runs = [r for r in p.runs.values() if (r.dataset, r.model) == (d, m)]
-        T = int(round(E * (SHAPES[d][0] / 2) / B))
-        rows.append({"dataset": d, "model": m, "per_step_s": t, "steps_per_run": T, "per_run_s": t * T,
-                     "runs": len(runs), "total_h": t * T * len(runs) / 3600})
-    total_h = sum(r["total_h"] for r in rows)
-    complete = not args.only and len(rows) == len({(r.dataset, r.model) for r in p.runs.values()})
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    stem = "gpu_timing" if args.device.startswith("cuda") else "cpu_timing"
-    (out / f"{stem}.json").write_text(json.dumps({"environment": env, "rows": rows, "total_h": total_h,
-                                                  "complete": complete}, indent=1))
-    cmd = " ".join(["python benchmarks/gpu_timing.py", *(argv if argv is not None else sys.argv[1:])])
-    lines = [f"Training time of the `{args.profile}` profile on {env['device']} (torch {env['torch']}, "
-             f"{env['threads']} threads): {M} models per bank over {workers} worker(s), batch {B}, {E:g} epochs. "
-             f"Each row's time per step is MEASURED ({args.lr_steps} steps (LR) or {args.steps} of one DP-SGD-S bank "
-             f"on synthetic data of the dataset's shape{'' if workers == 1 else '; 2·steps minus steps'}); the per-run "
-             "and total times are an EXTRAPOLATION (T = epochs · n/2 / B steps per run; training only: no signals, "
-             f"attacks, beyond or synthetic-data stages). `{cmd}`.", "",
-             "| dataset | model | s per step (measured) | steps per run | per run | runs | total (extrapolated) |",
-             "|---|---|---|---|---|---|---|"]
-    for r in rows:
-        lines.append(f"| {r['dataset']} | {r['model']} | {r['per_step_s']:.4f} | {r['steps_per_run']:,} | "
-                     f"{r['per_run_s'] / 60:.1f} min | {r['runs']} | {r['total_h']:.2f} h |")
-    lines.append(f"| **all** | | | | | {sum(r['runs'] for r in rows)} | **{total_h:.1f} h** |")
-    if not complete:
-        lines.append("\nOnly some of the profile's pairs were timed (`--only`): the total covers those.")
-    (out / f"{stem}.md").write_text("\n".join(lines) + "\n")
-    print("\n".join(lines))
+        # written after every pair: a lease that ends mid-run keeps the pairs already timed
+        text = write_report(p, env, per_step, out=Path(args.out), stem="gpu_timing" if args.device.startswith("cuda")
+                            else "cpu_timing", cmd=cmd, only=bool(args.only))
+    print(text)
     return 0
 
 

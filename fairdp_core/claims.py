@@ -149,6 +149,7 @@ def run_one(params: Params, name: str, part: str, summaries: Path, *, commit: st
         "plan_sha256": plan_hash(plan), "numerics": NUMERICS_VERSION, "versions": package_versions(), "plan": plan,
         "n_models": info["n_models"], "m": info["m"], "R": info["R"], "n_train": info["n_train"],
         "n_test": info["n_test"], "group_names": info["group_names"], "class_names": info["class_names"],
+        "device": params.train.device or "cpu",
         "accuracy": info["accuracy"],
         "accounting": info["accounting"], "clipping": info["clipping"],
         "attacks": {k: _compact_attack(v) for k, v in summary["attacks"].items()},
