@@ -2,7 +2,13 @@
 # A prepared device session (one lease, about 9 minutes): the CUDA tests, the MNIST CNN SD pilot on CUDA
 # (claims_mnist_pilot, summaries in pilot_gpu/, tarred to $OUT), then the gpu profile's times per step.
 # Carry .whl (opacus, pydantic and their pure-Python needs as cp312 wheels) and .devdata (the MNIST mirror and
-# nothing else): see docs/claims.md. Run: bash benchmarks/gpu_session.sh on the device machine.
+# nothing else). Once, here, in the repository root:
+#   printf '/.whl/\n/.devdata/\n' >> .git/info/exclude; mkdir -p .devdata; cp -r ../shared/datasets/mnist .devdata/
+#   python3 -m pip download --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
+#     --platform manylinux2014_x86_64 -d .whl opacus==1.6.0 pydantic==2.14.4 pydantic_core==2.50.5 \
+#     annotated-types==0.8.0 typing-inspection==0.4.5 typing_extensions==4.16.0
+# Then on the device machine: bash benchmarks/gpu_session.sh (SKIP_CHECK=1 skips the CUDA tests; T_CHECK, T_PILOT,
+# T_TIME bound each part in seconds; TIME_ARGS are gpu_timing.py's options). Results go to $OUT.
 # Device script: CUDA tests, the MNIST CNN SD pilot on CUDA, then the gpu profile's per-step timings.
 set -u
 T0=$(date +%s)
@@ -11,7 +17,8 @@ export PYTHONUNBUFFERED=1 MKL_CBWR=COMPATIBLE
 if [ -d .whl ]; then python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl && export PYTHONPATH=/tmp/site:$PWD || exit 1; fi
 export PYTHONPATH=${PYTHONPATH:-$PWD}
 PY=${PY:-python3}
-OUT=${OUT:-/tmp/out}; mkdir -p $OUT
+[ -n "${OUT:-}" ] || { echo "gpu_session.sh: set OUT (it rewrites params.yaml and results/: run it in a copy, as the device machine does)" >&2; exit 2; }
+mkdir -p "$OUT"
 export FAIRDP_DATA_MIRROR=$PWD/.devdata
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv 2>&1 | tail -1
 $PY -c "import torch, opacus, pydantic; print('torch', torch.__version__, 'cuda', torch.cuda.is_available(), 'opacus', opacus.__version__)"

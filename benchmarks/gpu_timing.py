@@ -109,8 +109,9 @@ def write_report(p, env: dict, per_step: dict, *, out: Path, stem: str, cmd: str
     all_pairs = {(r.dataset, r.model) for r in p.runs.values()}
     complete = not only and set(per_step) == all_pairs
     out.mkdir(parents=True, exist_ok=True)
-    (out / f"{stem}.json").write_text(json.dumps({"environment": env, "rows": rows, "total_h": total_h,
-                                                  "complete": complete}, indent=1))
+    tmp = out / f".{stem}.json.tmp"
+    tmp.write_text(json.dumps({"environment": env, "rows": rows, "total_h": total_h, "complete": complete}, indent=1))
+    tmp.replace(out / f"{stem}.json")
     lines = [f"Training time of the `{env['profile']}` profile on {env['device']} (torch {env['torch']}, "
              f"{env['threads']} threads): {M} models per bank over {workers} worker(s), batch {B}, {E:g} epochs. "
              f"Each row's time per step is MEASURED ({env['lr_steps_timed']} steps (LR) or {env['steps_timed']} of one "
