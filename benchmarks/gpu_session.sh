@@ -9,7 +9,6 @@
 #     annotated-types==0.8.0 typing-inspection==0.4.5 typing_extensions==4.16.0
 # Then on the device machine: bash benchmarks/gpu_session.sh (SKIP_CHECK=1 skips the CUDA tests; T_CHECK, T_PILOT,
 # T_TIME bound each part in seconds; TIME_ARGS are gpu_timing.py's options). Results go to $OUT.
-# Device script: CUDA tests, the MNIST CNN SD pilot on CUDA, then the gpu profile's per-step timings.
 set -u
 T0=$(date +%s)
 el() { echo "[$(( $(date +%s) - T0 )) s] $*"; }

@@ -37,6 +37,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 os.environ.setdefault("MKL_CBWR", "COMPATIBLE")
 
+from fairdp_core.atomic import write_text  # noqa: E402
 from fairdp_core.cli import use_profile  # noqa: E402
 from fairdp_core.config import load_params  # noqa: E402
 from fairdp_core.engine import TrainSpec, train_bank_sharded  # noqa: E402
@@ -109,9 +110,8 @@ def write_report(p, env: dict, per_step: dict, *, out: Path, stem: str, cmd: str
     all_pairs = {(r.dataset, r.model) for r in p.runs.values()}
     complete = not only and set(per_step) == all_pairs
     out.mkdir(parents=True, exist_ok=True)
-    tmp = out / f".{stem}.json.tmp"
-    tmp.write_text(json.dumps({"environment": env, "rows": rows, "total_h": total_h, "complete": complete}, indent=1))
-    tmp.replace(out / f"{stem}.json")
+    write_text(out / f"{stem}.json",
+               json.dumps({"environment": env, "rows": rows, "total_h": total_h, "complete": complete}, indent=1))
     lines = [f"Training time of the `{env['profile']}` profile on {env['device']} (torch {env['torch']}, "
              f"{env['threads']} threads): {M} models per bank over {workers} worker(s), batch {B}, {E:g} epochs. "
              f"Each row's time per step is MEASURED ({env['lr_steps_timed']} steps (LR) or {env['steps_timed']} of one "
@@ -131,9 +131,7 @@ def write_report(p, env: dict, per_step: dict, *, out: Path, stem: str, cmd: str
         lines.append("\nNot timed (the run ended first): " + ", ".join(f"{d}/{m}" for d, m in untimed)
                      + ". The total covers the pairs above.")
     text = "\n".join(lines) + "\n"
-    tmp = out / f".{stem}.md.tmp"
-    tmp.write_text(text)
-    tmp.replace(out / f"{stem}.md")
+    write_text(out / f"{stem}.md", text)
     return text
 
 
