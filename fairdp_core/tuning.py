@@ -25,24 +25,47 @@ __all__ = ["main", "validation_sweep"]
 
 
 def validation_sweep(data, model: str, *, grid: dict[str, list], algorithms: list[str], epsilons: list[float],
-                     base: dict, seed: int, M: int = 2, val_fraction: float = 0.2, progress: bool = True) -> list[dict]:
+                     base: dict, seed: int, M: int = 2, val_fraction: float = 0.2, validation: str = "train",
+                     progress: bool = True) -> list[dict]:
     """One row per (setting, algorithm, ε): validation accuracy, balanced accuracy, top predicted-class share.
 
     ``data``: prepared GroupedData; ``grid``: TrainSpec field -> values (their product is swept); ``base``: the
-    TrainSpec fields every run shares (e.g. batch_size, delta, the DP-SGD-S constants)."""
+    TrainSpec fields every run shares (e.g. batch_size, delta, the DP-SGD-S constants).
+
+    ``validation="train"``: every model fits the same ``1 - val_fraction`` of the training split and is scored on the
+    rest of it. ``validation="test"`` (the m = n audit design, where the whole training split is audited): each
+    model trains on its own group-stratified half of the training split, as an audited model does (so q, T and σ are
+    the audited runs'), is scored on a seeded ``val_fraction`` of the test split, and the rows also give accuracy on
+    the rest of the test split (``rest_accuracy``), which the choice never looked at."""
     from tqdm.auto import tqdm
 
     from .audit.verdicts import is_degenerate
     from .engine import TrainSpec, train_bank
 
+    if validation not in ("train", "test"):
+        raise ValueError(f"validation must be 'train' or 'test', not {validation!r}")
     tr = data.train
-    n = len(tr.y)
     rng = np.random.default_rng(seed)
-    val = np.zeros(n, bool)
-    val[rng.permutation(n)[: int(round(val_fraction * n))]] = True
-    fit_idx = np.flatnonzero(~val)
-    X, y, g = tr.X[fit_idx], tr.y[fit_idx], tr.group[fit_idx]
-    Xv, yv = tr.X[val], tr.y[val]
+    rest = None
+    if validation == "train":
+        n = len(tr.y)
+        val = np.zeros(n, bool)
+        val[rng.permutation(n)[: int(round(val_fraction * n))]] = True
+        fit_idx = np.flatnonzero(~val)
+        X, y, g = tr.X[fit_idx], tr.y[fit_idx], tr.group[fit_idx]
+        Xv, yv = tr.X[val], tr.y[val]
+        membership = np.ones((M, len(y)), bool)
+    else:
+        from .audit.design import audit_design
+
+        te = data.test
+        val = np.zeros(len(te.y), bool)
+        val[rng.permutation(len(te.y))[: int(round(val_fraction * len(te.y)))]] = True
+        X, y, g = tr.X, tr.y, tr.group
+        Xv, yv = te.X[val], te.y[val]
+        rest = te.X[~val], te.y[~val]
+        design = audit_design(g, m=len(y), R=(M + 1) // 2, min_per_group=1, rng=rng)
+        membership = design.training_membership()[:M]
     keys = list(grid)
     combos = list(itertools.product(*(grid[k] for k in keys)))
     jobs = [(c, a, e) for c in combos for a in algorithms for e in ([None] if a == "sgd" else epsilons)]
@@ -50,7 +73,7 @@ def validation_sweep(data, model: str, *, grid: dict[str, list], algorithms: lis
     for combo, alg, eps in tqdm(jobs, desc=f"tune {model}", disable=not progress):
         setting = dict(zip(keys, combo))
         spec = TrainSpec(algorithm=alg, model=model, target_epsilon=eps, **{**base, **setting})
-        bank = train_bank(X, y, g, np.ones((M, len(y)), bool), spec, n_classes=data.n_classes,
+        bank = train_bank(X, y, g, membership, spec, n_classes=data.n_classes,
                           n_groups=data.n_groups, seed=seed, progress=False)
         pred = bank.evaluate(Xv, yv)[1].argmax(-1)  # [M, n_val]
         classes = [c for c in range(data.n_classes) if (yv == c).any()]
@@ -59,6 +82,8 @@ def validation_sweep(data, model: str, *, grid: dict[str, list], algorithms: lis
         rows.append({**setting, "algorithm": alg, "epsilon": eps, "val_accuracy": float((pred == yv).mean()),
                      "val_balanced_accuracy": float(balanced.mean()), "top_pred_share": share,
                      "degenerate": is_degenerate(share, float(balanced.mean()), data.n_classes)})
+        if rest is not None:
+            rows[-1]["rest_accuracy"] = float((bank.evaluate(*rest)[1].argmax(-1) == rest[1]).mean())
     return rows
 
 
@@ -71,7 +96,10 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="fairdp tune", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--params", default="params.yaml")
-    ap.add_argument("--dataset", required=True)
+    ap.add_argument("--dataset", default=None, help="required unless --run is given")
+    ap.add_argument("--run", default=None,
+                    help="a run of the params' profile: its planned spec (algorithm, ε, model, clip, epochs, the "
+                         "rule's settings) is the base, and only the swept keys change")
     ap.add_argument("--model", default="lr")
     ap.add_argument("--algorithms", nargs="+", default=["sgd", "dpsgd", "dpsgd_s"])
     ap.add_argument("--epsilons", nargs="+", type=float, default=[1.0, 10.0])
@@ -80,12 +108,18 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--clip", nargs="+", default=None)
     ap.add_argument("--gamma", nargs="+", default=None, help="DP-SGD-S target quantile")
     ap.add_argument("--models", type=int, default=2, help="models per bank (M)")
+    ap.add_argument("--validation", choices=("train", "test"), default="train",
+                    help="train: fit 80%% of the training split, score the rest; test: each model on a stratified half "
+                         "of the training split (the m = n design), scored on half the test split, accuracy on the "
+                         "other half reported")
+    ap.add_argument("--val-fraction", type=float, default=None,
+                    help="share of the split scored for the choice (default 0.2 of train, 0.5 of test)")
     ap.add_argument("--out", default=None, help="JSON file (default: reports/tuning/<dataset>-<model>.json)")
     args = ap.parse_args(argv)
 
     import torch
 
-    from .config import load_params
+    from .config import ConfigError, load_params
     from .data import load
 
     params = load_params(args.params)
@@ -93,18 +127,37 @@ def main(argv: list[str] | None = None) -> int:
     torch.set_num_threads(t.threads)
     grid = {k: [_num(v) for v in getattr(args, k)] for k in ("lr", "epochs", "clip", "gamma")
             if getattr(args, k) is not None}
-    base = {"batch_size": t.batch_size, "delta": t.delta, "accountant": t.accountant, "hidden": t.hidden,
-            "lr": t.lr, "epochs": t.epochs, "clip": t.clip, **t.dpsgd_s.model_dump()}
+    if args.run is not None:
+        from .stages.plan import train_plan
+
+        if args.run not in params.runs:
+            raise ConfigError(f"--run: no run {args.run!r} in {args.params} (profile {params.profile!r})")
+        plan = train_plan(params, args.run)
+        base = dict(plan["spec"])
+        args.algorithms, args.model = [base.pop("algorithm")], base.pop("model")
+        args.epsilons = [base.pop("target_epsilon", None)]
+        if args.dataset not in (None, plan["dataset"]):
+            raise ConfigError(f"--dataset {args.dataset!r}, but run {args.run!r} is on {plan['dataset']!r}")
+        args.dataset = plan["dataset"]
+    else:
+        if args.dataset is None:
+            raise ConfigError("fairdp tune: give --dataset (or --run)")
+        base = {"batch_size": t.batch_size, "delta": t.delta, "accountant": t.accountant, "hidden": t.hidden,
+                "lr": t.lr, "epochs": t.epochs, "clip": t.clip, **t.dpsgd_s.model_dump()}
     for k in grid:
         base.pop(k, None)
     data = load(params.resolve(params.data.prepared_dir) / args.dataset)
     rows = validation_sweep(data, args.model, grid=grid, algorithms=args.algorithms, epsilons=args.epsilons,
-                            base=base, seed=params.seed, M=args.models)
-    out = Path(args.out) if args.out else params.resolve("reports/tuning") / f"{args.dataset}-{args.model}.json"
+                            base=base, seed=params.seed, M=args.models, validation=args.validation,
+                            val_fraction=args.val_fraction or (0.2 if args.validation == "train" else 0.5))
+    out = Path(args.out) if args.out else params.resolve("reports/tuning") / f"{args.run or f'{args.dataset}-{args.model}'}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
-    doc = {"dataset": args.dataset, "model": args.model, "seed": params.seed, "base": base, "grid": grid,
-           "note": "tuning outside ε: chosen on a validation split of the training data (20%, seeded); test split "
-                   "and audit untouched", "rows": rows}
+    note = ("tuning outside ε: chosen on a validation split of the training data (20%, seeded); test split "
+            "and audit untouched") if args.validation == "train" else (
+        "tuning outside ε: each model trains on a stratified half of the training split (the m = n audit design); "
+        "chosen on a seeded half of the test split; rest_accuracy is on the other half, which the choice never saw")
+    doc = {"dataset": args.dataset, "model": args.model, "run": args.run, "seed": params.seed, "base": base, "grid": grid,
+           "validation": args.validation, "note": note, "rows": rows}
     with atomic_path(out) as tmp:
         Path(tmp).write_text(json.dumps(doc, indent=1) + "\n")
     w = max(len(k) for k in grid) if grid else 0
@@ -113,6 +166,7 @@ def main(argv: list[str] | None = None) -> int:
         eps = "—" if r["epsilon"] is None else f"{r['epsilon']:g}"
         flag = "  DEGENERATE" if r["degenerate"] else ""
         print(f"{setting} {r['algorithm']:>20} ε={eps:>4}  acc {100 * r['val_accuracy']:.2f}%  balanced "
-              f"{r['val_balanced_accuracy']:.3f}  top share {r['top_pred_share']:.3f}{flag}")
+              f"{r['val_balanced_accuracy']:.3f}  top share {r['top_pred_share']:.3f}"
+              + (f"  rest {100 * r['rest_accuracy']:.2f}%" if "rest_accuracy" in r else "") + flag)
     print(f"wrote {out}")
     return 0
