@@ -4,9 +4,10 @@
 
 One synthetic bank of the paper's design (M = 2R = 400 models in complementary pairs, m audited records, two
 groups, scores with a small membership signal): every attack of the attack stage (``audit.run.audit``, timed per attack
-by the stage's own timer), and, interleaved round by round, the two hot paths against their slow references
-(``tests/attack_references.py``: each column or row sorted afresh): the null-corrected estimator (50 label
-permutations) and PA-GBA's null floor (refits on 50 permuted group labels). Results are checked equal before they
+by the stage's own timer), and, interleaved round by round, three hot paths against their slow references
+(``tests/attack_references.py``: each column or row sorted afresh, each mean recomputed): the null-corrected
+estimator (50 label permutations), PA-GBA's null floor (refits on 50 permuted group labels) and offline RMIA's choice
+of a on one fold's 200 models (each played as the target for 21 values of a). Results are checked equal before they
 are timed. Ratios from one run are what to read (the machine is noisy). Writes ``attacks.json`` and ``attacks.md``.
 """
 
@@ -65,11 +66,16 @@ def main(argv=None) -> int:
                                                                   n_null=50)}
     gb = {"reference": lambda: gba_floor(scores, mem, g, fast=False), "shared sort": lambda: gba_floor(scores, mem, g,
                                                                                                     fast=True)}
+    fold = attacks.pair_folds(args.M) == 1
+    p_ref = 1 / (1 + np.exp(loss[fold]))  # the probabilities rmia_scores derives from φ = −loss
+    ra = {"reference": lambda: ref.choose_offline_a(p_ref, mem[fold]),
+          "shared sort": lambda: attacks.choose_offline_a(p_ref, mem[fold])}
     assert np.array_equal(nc["reference"](), nc["shared sort"]()) and gb["reference"]() == gb["shared sort"]()
+    assert ra["reference"]() == ra["shared sort"]()
     times: dict[str, list[float]] = {}
     stage: list[dict] = []
     for _ in range(args.rounds):  # interleaved: each round times every variant once
-        for path, variants in (("null-corrected", nc), ("PA-GBA null floor", gb)):
+        for path, variants in (("null-corrected", nc), ("PA-GBA null floor", gb), ("offline RMIA's a (one fold)", ra)):
             for name, f in variants.items():
                 t = time.perf_counter()
                 f()
@@ -86,7 +92,7 @@ def main(argv=None) -> int:
     (out / "attacks.json").write_text(json.dumps(res, indent=1) + "\n")
     lines = [f"# Attack cost at the paper's design (M = {args.M}, m = {args.m:,}; medians of {args.rounds} interleaved "
              "rounds)", "", "| path | reference (s) | shared sort (s) | speed-up |", "|---|---|---|---|"]
-    for path in ("null-corrected", "PA-GBA null floor"):
+    for path in ("null-corrected", "PA-GBA null floor", "offline RMIA's a (one fold)"):
         a, b = med[f"{path}|reference"], med[f"{path}|shared sort"]
         lines.append(f"| {path} | {a:.2f} | {b:.2f} | {a / b:.2f}× |")
     lines += ["", "The attack stage's own timer (`audit.run.audit`, shared sorts), median seconds per attack:", "",

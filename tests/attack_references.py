@@ -60,3 +60,38 @@ def gba_predictions(scores, membership, group):
         cols = group == k
         pred[:, cols] = scores[:, cols] >= row_thresholds(scores[:, cols], membership[:, cols])[:, None]
     return pred
+
+
+def choose_offline_a(p_ref, lab_ref, *, gamma=1.0, n_ref=None, trim=0.0, grid=None, halves=None):
+    """Offline RMIA's a as first written: every target's references averaged afresh, every (target, a) scored by
+    its population shares and ranked by scipy's rankdata."""
+    from scipy.stats import rankdata
+
+    from fairdp_core.audit.attacks import (A_GRID, RMIA_DEFAULT_A, _offline_pr, _population_share, _pr_out,
+                                           _same_fold_refs)
+
+    grid = A_GRID if grid is None else grid
+    K, m = p_ref.shape
+    if K < 4:
+        return RMIA_DEFAULT_A
+    halves = np.arange(m) % 2 if halves is None else halves
+    auc = np.zeros(len(grid))
+    for r in range(K):
+        others = _same_fold_refs(K, r)
+        pr_out = _pr_out(p_ref[others], lab_ref[others], n_ref, trim)
+        for i, a in enumerate(grid):
+            lr = p_ref[r:r + 1] / np.maximum(_offline_pr(pr_out, a), 1e-300)
+            s = _population_share(lr, lab_ref[r:r + 1], gamma, halves)[0]
+            pos, neg = s[lab_ref[r]], s[~lab_ref[r]]
+            rk = rankdata(np.r_[pos, neg])
+            auc[i] += float((rk[: len(pos)].sum() - len(pos) * (len(pos) + 1) / 2) / (len(pos) * len(neg)))
+    return float(grid[int(np.argmax(auc))])
+
+
+def offline_pr_out_rows(p, lab, rows, n_ref=None, trim=0.0):
+    """Pr_OUT of each model of one fold (``rows``, pairs consecutive) from the other pairs of the fold, averaged
+    afresh for every model."""
+    from fairdp_core.audit.attacks import _pr_out, _same_fold_refs
+
+    return np.stack([_pr_out(p[rows[_same_fold_refs(len(rows), t)]], lab[rows[_same_fold_refs(len(rows), t)]],
+                             n_ref, trim) for t in range(len(rows))])

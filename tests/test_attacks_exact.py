@@ -42,3 +42,48 @@ def test_a_stale_sort_is_caught():
     s, mem, g = _bank(3, 16, 300)
     stale = attacks.sort_rows(s[::-1])
     assert not np.array_equal(attacks.gba_predictions(s, mem, g, presorted=stale), ref.gba_predictions(s, mem, g))
+
+
+@pytest.mark.parametrize("K,m,gamma,n_ref,trim", [(12, 401, 1.0, None, 0.0), (10, 300, 2.0, None, 0.0),
+                                                  (10, 300, 1.0, 2, 0.0), (10, 300, 1.0, None, 0.2),
+                                                  (7, 200, 1.0, None, 0.0)])
+def test_offline_rmia_equals_its_reference_bit_for_bit(K, m, gamma, n_ref, trim):
+    """Offline RMIA's shared reference means and its AUCs counted without ranking: each model's Pr_OUT, the chosen a
+    and the scores are the slow reference's bits (odd K: a last model without a pair; n_ref and trim: the
+    unshared path)."""
+    s, mem, _ = _bank(K, K + (K % 2), m, decimals=2)
+    mem, p = mem[:K], 1 / (1 + np.exp(-s[:K]))
+    if K % 2:
+        mem[-1] = np.random.default_rng(K).random(m) < 0.5
+    assert np.array_equal(attacks._pr_out_by_pair(p, mem, n_ref, trim),
+                          ref.offline_pr_out_rows(p, mem, np.arange(K), n_ref, trim))
+    assert attacks.choose_offline_a(p, mem, gamma=gamma, n_ref=n_ref, trim=trim) == \
+        ref.choose_offline_a(p, mem, gamma=gamma, n_ref=n_ref, trim=trim)
+
+
+def test_share_auc_is_rankdatas_auc_bit_for_bit():
+    """The AUC of RMIA's population shares counted in integers equals rankdata's AUC of the shares as floats, on
+    many small draws with ties, γ > 1 and unequal halves (distinct fractions k/n stay distinct as floats)."""
+    rng = np.random.default_rng(1)
+    checked = 0
+    for trial in range(400):
+        m = int(rng.integers(8, 300))
+        gamma = float(rng.choice([1.0, 1.5, 2.0]))
+        lab = rng.random(m) < rng.uniform(0.2, 0.8)
+        halves = (rng.random(m) < 0.5).astype(int) if trial % 2 else np.arange(m) % 2
+        lr = np.round(rng.lognormal(size=m), int(rng.integers(0, 3)))
+        if lab.all() or not lab.any() or min(((~lab) & (halves == h)).sum() for h in (0, 1)) < 2:
+            continue
+        shares = attacks._population_share(lr[None], lab[None], gamma, halves)[0]
+        assert attacks._share_auc(lr, lab, gamma, halves) == attacks._auc(shares[lab], shares[~lab])
+        checked += 1
+    assert checked > 300
+
+
+def test_share_auc_by_hand():
+    """Half 0 holds records 0, 2, 4, 6 (LR 1, 2, 1, 3), half 1 records 1, 3, 5, 7 (LR 2, 3, 2, 3). Half 0's population
+    is half 1's non-members {3, 3}, half 1's is half 0's non-members {2, 1, 3}. Shares: members 0, 2/3, 2/3;
+    non-members 0, 1, 0, 1, 1. Member 0 ties two non-members (½ each): 1; each 2/3 beats two: 4. AUC = 5/15."""
+    lr = np.array([1.0, 2.0, 2.0, 3.0, 1.0, 2.0, 3.0, 3.0])
+    lab = np.array([True, True, False, False, False, True, False, False])
+    assert attacks._share_auc(lr, lab, 1.0, np.arange(8) % 2) == 5 / 15

@@ -322,25 +322,89 @@ def _same_fold_refs(K: int, t: int) -> np.ndarray:
     return np.arange(K) // 2 != t // 2
 
 
+def _pr_out_by_pair(p: np.ndarray, lab: np.ndarray, n_ref: int | None, trim: float) -> np.ndarray:
+    """Pr_OUT of every model of one fold [K, m] (pairs in consecutive rows), each from the other pairs of the fold
+    (:func:`_same_fold_refs`), equal bit for bit to :func:`_pr_out` of each model's references. The two models of a
+    pair share their references, so each pair's mean is computed once; with ``n_ref=None`` and ``trim=0`` the sums
+    also share their prefix: numpy sums a column's rows one after another, in row order, and so does this, O(K·m)
+    adds per pair instead of K·m products, copies and adds per model."""
+    K = p.shape[0]
+    out = np.empty_like(p)
+    if n_ref is not None or trim != 0:
+        for i in range(0, K, 2):
+            others = _same_fold_refs(K, i)
+            out[i] = _pr_out(p[others], lab[others], n_ref, trim)
+            out[i + 1:i + 2] = out[i]
+        return out
+    q = np.where(lab, 0.0, p)  # p · [x OUT]; p ≥ 0, so 0.0 exactly as the product gives
+    out_rows = (~lab).astype(np.int64)
+    prefix, prefix_n = np.zeros(p.shape[1]), np.zeros(p.shape[1], np.int64)
+    for i in range(0, K, 2):
+        acc, n = prefix.copy(), prefix_n.copy()
+        for row in range(i + 2, K):
+            acc += q[row]
+            n += out_rows[row]
+        if (n == 0).any():
+            raise ValueError("RMIA: a record has no reference model to estimate Pr(x) from")
+        out[i] = acc / n
+        out[i + 1:i + 2] = out[i]
+        for row in range(i, min(i + 2, K)):  # the prefix grows by this pair, row by row
+            prefix += q[row]
+            prefix_n += out_rows[row]
+    return out
+
+
+def _share_auc(lr: np.ndarray, lab: np.ndarray, gamma: float, halves: np.ndarray) -> float:
+    """The AUC (ties ½) of one model's RMIA scores (:func:`_population_share`), members against non-members, equal
+    bit for bit to :func:`_auc` of those scores but without ranking them. A record of half h scores k/n_h, k the
+    count of its population (n_h values) at or below LR/γ; distinct fractions with denominators this small stay
+    distinct and in order as floats, so counting pairs of integers k, half by half, gives rankdata's tie-averaged
+    rank sum exactly, and one correctly rounded division the same float."""
+    ks, ns, labs = [], [], []
+    for h in (0, 1):
+        cols = halves == h
+        pop = np.sort(lr[~lab & ~cols])
+        if len(pop) < 2:
+            raise ValueError("RMIA needs at least two OUT records per model in each half of the audited records")
+        ks.append(np.searchsorted(pop, lr[cols] / gamma, side="right"))
+        ns.append(len(pop))
+        labs.append(lab[cols])
+    n_pos = int(sum(lb.sum() for lb in labs))
+    n_neg = len(lab) - n_pos
+    members = [np.bincount(k[lb], minlength=n + 1) for k, lb, n in zip(ks, labs, ns)]
+    non = [np.bincount(k[~lb], minlength=n + 1) for k, lb, n in zip(ks, labs, ns)]
+    below = [np.concatenate(([0], np.cumsum(c))) for c in non]  # below[h][j]: non-members of h with k < j
+    u2 = 0  # 2·#(member > non-member) + #(member = non-member)
+    for h in (0, 1):
+        k1 = np.arange(ns[h] + 1)
+        for h2 in (0, 1):
+            t, rem = np.divmod(k1 * ns[h2], ns[h])  # k1/n_h = k2/n_h2 at k2 = t exactly when rem = 0
+            lt = below[h2][t + (rem > 0)]  # k2/n_h2 < k1/n_h  ⟺  k2 < ⌈k1·n_h2/n_h⌉
+            eq = np.where(rem == 0, non[h2][t], 0)
+            u2 += int((members[h] * (2 * lt + eq)).sum())
+    return u2 / (2 * n_pos * n_neg)
+
+
 def choose_offline_a(p_ref: np.ndarray, lab_ref: np.ndarray, *, gamma: float = 1.0, n_ref: int | None = None,
                      trim: float = 0.0, grid: np.ndarray = A_GRID, halves: np.ndarray | None = None) -> float:
     """Offline RMIA's a, chosen from reference models alone (the RMIA paper's procedure): ``p_ref``/``lab_ref``
     [K, m] are K reference models in complementary pairs (rows 2i, 2i+1); each plays the target in turn, the other
     pairs' models it is OUT of are its references, and the a of ``grid`` with the highest mean AUC of its scores
     against its own membership is returned. Fewer than two pairs leave nothing to simulate: :data:`RMIA_DEFAULT_A`
-    (0.3, ML Privacy Meter's default)."""
+    (0.3, ML Privacy Meter's default). The references' means are shared within pairs and the AUCs counted without
+    ranking (:func:`_pr_out_by_pair`, :func:`_share_auc`); the choice is the slow reference's bit for bit
+    (``tests/attack_references.py``)."""
     K, m = p_ref.shape
     if K < 4:
         return RMIA_DEFAULT_A
     halves = np.arange(m) % 2 if halves is None else halves
+    grid = np.asarray(grid, dtype=np.float64)
+    pr_out = _pr_out_by_pair(p_ref, lab_ref, n_ref, trim)  # the same for every a
     auc = np.zeros(len(grid))
     for r in range(K):
-        others = _same_fold_refs(K, r)
-        pr_out = _pr_out(p_ref[others], lab_ref[others], n_ref, trim)  # the same for every a
-        for i, a in enumerate(grid):
-            lr = p_ref[r:r + 1] / np.maximum(_offline_pr(pr_out, a), 1e-300)
-            s = _population_share(lr, lab_ref[r:r + 1], gamma, halves)[0]
-            auc[i] += _auc(s[lab_ref[r]], s[~lab_ref[r]])
+        lr = p_ref[r] / np.maximum(_offline_pr(pr_out[r], grid[:, None]), 1e-300)  # [len(grid), m]
+        for i in range(len(grid)):
+            auc[i] += _share_auc(lr[i], lab_ref[r], gamma, halves)
     return float(grid[int(np.argmax(auc))])
 
 
@@ -409,7 +473,5 @@ def rmia_scores(phi: np.ndarray, membership: np.ndarray, *, gamma: float = 1.0,
                              "model's references are the other pairs of its fold")
         a_f = choose_offline_a(p[ref], lab[ref], gamma=gamma, n_ref=n_ref, trim=trim, halves=halves) \
             if a is None else float(a)
-        for t, j in enumerate(rows):
-            others = rows[_same_fold_refs(len(rows), t)]
-            lr[j] = p[j] / np.maximum(_offline_pr(_pr_out(p[others], lab[others], n_ref, trim), a_f), 1e-300)
+        lr[rows] = p[rows] / np.maximum(_offline_pr(_pr_out_by_pair(p[rows], lab[rows], n_ref, trim), a_f), 1e-300)
     return _population_share(lr, lab, gamma, halves)
