@@ -43,7 +43,7 @@ def law_smoke(project, monkeypatch):
 
 
 @pytest.mark.parametrize("profile", ["smoke", "default", "pilot", "pilot_law", "pilot_mnist_cnn", "full", "paper",
-                                     "gpu", "claims_mnist_pilot", "claims_mnist"])
+                                     "gpu", "claims_mnist_pilot", "claims_mnist", "claims_mnist_cnn"])
 def test_profiles_are_valid(project, profile):
     use_profile(profile, project / "params.yaml", project / "profiles")
     p = load_params(project / "params.yaml")
@@ -98,6 +98,14 @@ def test_profiles_are_valid(project, profile):
             ("mnist", "mlp", 10, "dpsgd"), ("mnist", "mlp", 10, "dpsgd_s_paper")}
         specs = [train_plan(p, name)["spec"] for name in p.runs]
         assert {(s["lr"], s["epochs"], s["batch_size"], s["clip"]) for s in specs} == {(0.1, 20, 256, 10.0)}
+    if profile == "claims_mnist_cnn":  # the CNN on 2 cores: 2R = 32, each arm at its tuned lr
+        from fairdp_core.stages.plan import train_plan
+
+        assert p.audit.m == "all" and p.audit.R == 16 and len(p.runs) == 12 * 2
+        lrs = {r.algorithm: train_plan(p, name)["spec"]["lr"] for name, r in p.runs.items()}
+        assert lrs == {"dpsgd": 0.1, "dpsgd_s_paper": 0.2}
+        specs = [train_plan(p, name)["spec"] for name in p.runs]
+        assert {(s["model"], s["epochs"], s["batch_size"], s["clip"]) for s in specs} == {("cnn", 20, 256, 10.0)}
     if profile in ("pilot", "pilot_law", "paper", "gpu"):
         # the paper's lr and bound reach every run: the profile's `overrides: {}` clears the default profile's
         # per-dataset overrides (it once merged them in, and the first pilot ran Adult at lr 0.5)
