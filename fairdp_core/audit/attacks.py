@@ -62,11 +62,16 @@ def best_cut(scores: np.ndarray, membership: np.ndarray, *, presorted: tuple | N
     lab = np.asarray(membership, dtype=bool)
     order, s_sorted, cut_ok = presorted if presorted is not None else sort_columns(scores)
     l_sorted = np.take_along_axis(lab, order, axis=0)
+    M = lab.shape[0]
     n_in = lab.sum(0)
-    n_out = lab.shape[0] - n_in
-    tpr = np.cumsum(l_sorted, axis=0) / np.maximum(n_in, 1)
-    fpr = np.cumsum(~l_sorted, axis=0) / np.maximum(n_out, 1)
-    gap = np.where(cut_ok, tpr - fpr, -np.inf)
+    n_out = M - n_in
+    # Counts in the narrowest integer type (exact: at most M), the OUT count as position − IN count (no second
+    # cumsum), and the floats in place: the same operations on the same values as tpr − fpr, so the same bits.
+    cum_in = np.cumsum(l_sorted, axis=0, dtype=np.int16 if M < 2**15 else np.int64)
+    gap = np.divide(cum_in, np.maximum(n_in, 1), dtype=np.float64)
+    cum_out = np.arange(1, M + 1, dtype=cum_in.dtype)[:, None] - cum_in
+    gap -= np.divide(cum_out, np.maximum(n_out, 1), out=np.empty_like(gap))
+    gap[~cut_ok] = -np.inf
     k = gap.argmax(axis=0)
     best = gap[k, np.arange(gap.shape[1])]
     thr = s_sorted[k, np.arange(gap.shape[1])]
@@ -152,11 +157,11 @@ def sort_rows(scores: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 def _sorted_row_thresholds(s_sorted: np.ndarray, l_sorted: np.ndarray) -> np.ndarray:
     """:func:`_row_thresholds` on rows already sorted by score (descending) with their labels."""
-    n_out = (~l_sorted).sum(1, keepdims=True)
-    correct = np.cumsum(l_sorted, 1) + (n_out - np.cumsum(~l_sorted, 1))  # TP + TN when cutting after k
-    ok = np.ones_like(correct, dtype=bool)
-    ok[:, :-1] = s_sorted[:, :-1] != s_sorted[:, 1:]
-    correct = np.where(ok, correct, -1)
+    n = l_sorted.shape[1]
+    n_out = n - l_sorted.sum(1, keepdims=True)
+    # TP + TN when cutting after position k: TP = cumulative IN, TN = n_out − (k + 1 − TP); exact integers
+    correct = 2 * np.cumsum(l_sorted, 1, dtype=np.int32) + (n_out - np.arange(1, n + 1, dtype=np.int32)).astype(np.int32)
+    correct[:, :-1][s_sorted[:, :-1] == s_sorted[:, 1:]] = -1  # never split tied scores
     k = correct.argmax(1)
     best = correct[np.arange(len(k)), k]
     thr = s_sorted[np.arange(len(k)), k]
