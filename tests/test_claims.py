@@ -25,6 +25,11 @@ PAPER_CONFIGS = {"adult": (5.0, 20), "bank": (5.0, 20), "law_paper": (10.0, 20),
                  "compas": (1.0, 50), "law_paper_c5": (5.0, 20)}
 
 
+# Arms that fail at the paper's lr (validation accuracy more than 1 pp below their best: docs/claims.md) and run at
+# their tuned lr instead.
+TUNED_LR = {("compas", "dpsgd_s_paper"): 0.5}
+
+
 def _profile_params(tmp_path_factory, profile: str):
     d = tmp_path_factory.mktemp(profile)
     shutil.copytree(ROOT / "profiles", d / "profiles")
@@ -39,7 +44,8 @@ def claims_params(tmp_path_factory):
 
 def test_claims_profile_runs_at_the_papers_design(claims_params):
     """m = n, 2R = 400, lr 0.1, batch 256 and each dataset's clip bound and epochs (the default profile's tuned lr
-    must not leak in through the merged overrides); DP-SGD and the three rules at ε 1 and 10, SGD at 2 seeds."""
+    must not leak in through the merged overrides), except the arms whose lr was tuned per arm outside ε (TUNED_LR);
+    DP-SGD and the three rules at ε 1 and 10, SGD at 2 seeds."""
     from fairdp_core.stages.plan import train_plan
 
     p = claims_params
@@ -47,7 +53,8 @@ def test_claims_profile_runs_at_the_papers_design(claims_params):
     for name, run in p.runs.items():
         spec = train_plan(p, name)["spec"]
         clip, epochs = PAPER_CONFIGS[run.dataset]
-        assert (spec["lr"], spec["batch_size"], spec["epochs"]) == (0.1, 256, epochs), name
+        lr = TUNED_LR.get((run.dataset, run.algorithm), 0.1)
+        assert (spec["lr"], spec["batch_size"], spec["epochs"]) == (lr, 256, epochs), name
         assert spec.get("clip", clip) == clip, name
     cells = {(r.dataset, r.algorithm, r.epsilon) for r in p.runs.values()}
     for ds in ("adult", "bank", "law_paper", "credit", "compas"):
@@ -60,7 +67,7 @@ def _summaries(where: Path = SUMMARIES) -> list[dict]:
     return [json.loads(p.read_text()) for p in sorted(where.glob("*.json"))]
 
 
-@pytest.mark.parametrize("profile", ["claims", "claims_mnist"])
+@pytest.mark.parametrize("profile", ["claims", "claims_mnist", "claims_mnist_cnn"])
 def test_committed_summaries_come_from_history_and_the_profile(profile, tmp_path_factory):
     """Every committed summary of a campaign profile: its commit is an ancestor of HEAD, and its effective plan
     (train and attack plans, the attacks run) is that profile's for that run, hash included."""
