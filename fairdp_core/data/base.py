@@ -7,11 +7,14 @@ import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 
 from ..atomic import atomic_dir
+
+if TYPE_CHECKING:  # pandas only where CSVs are encoded: the train stage, which loads arrays, never imports it
+    import pandas as pd
 
 __all__ = ["GroupedData", "NumericColumn", "Split", "TabularSchema", "encode_rows", "encode_with_schema", "load", "save",
            "stratified_split", "stratified_subset"]
@@ -168,6 +171,8 @@ class TabularSchema:
 
 def _category_labels(s: pd.Series) -> np.ndarray:
     """Each cell as a vocabulary string, cell by cell: integral numbers as ``"3"``, anything else as ``str``."""
+    import pandas as pd
+
     out = s.astype(str).to_numpy(object)
     if pd.api.types.is_numeric_dtype(s) and not pd.api.types.is_bool_dtype(s):
         v = s.to_numpy(np.float64)
@@ -182,6 +187,8 @@ def encode_rows(df: pd.DataFrame, schema: TabularSchema) -> tuple[np.ndarray, di
     Reads nothing from ``df`` but each row's own cells, so removing a row leaves every other row's encoding
     unchanged. A category outside the schema's vocabulary, or a missing numeric value, is a ``ValueError``.
     """
+    import pandas as pd
+
     parts, clipped = [], {}
     for c, spec in schema.numeric.items():
         x = pd.to_numeric(df[c], errors="coerce").to_numpy(np.float64)
