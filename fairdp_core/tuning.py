@@ -1,13 +1,20 @@
 """Choosing lr, epochs and clip per dataset and model on a validation split: tuning OUTSIDE ε.
 
-The prepared training split is cut once (seeded) into a fitting part (80%) and a validation part (20%); the test
-split and the audit are never looked at. For every setting of the grid, a bank of ``M`` models per algorithm and ε
-trains on the fitting part and is scored on the validation part: accuracy, balanced accuracy and the largest
-predicted-class share (the degenerate-model check, :func:`~fairdp_core.audit.verdicts.is_degenerate`: ≥ 0.99, or
-balanced accuracy below 1/K + 0.02). The choice depends on private data and is not charged to any ε; reports that
-use it say so (docs/study.md, 'Tuning outside ε').
+Two designs. ``--validation train`` (the default): the prepared training split is cut once (seeded) into a fitting
+part (80%) and a validation part (20%); the test split and the audit are never looked at. ``--validation test``,
+for designs that audit the whole training split (m = n): each model trains as an audited model of the run does (on
+the records outside the audit set and its own stratified half of it), and is scored on a seeded part of the TEST
+split (half, by default); ``rest_accuracy`` is on the rest of the test split, which the choice never saw. The study's
+runs report accuracy on the whole test split, so a cell tuned this way reports an accuracy that the choice looked at
+in part: its reports say so (docs/claims.md).
+
+For every setting of the grid, a bank of ``M`` models per algorithm and ε is scored: accuracy, balanced accuracy and
+the largest predicted-class share (the degenerate-model check, :func:`~fairdp_core.audit.verdicts.is_degenerate`:
+≥ 0.99, or balanced accuracy below 1/K + 0.02). The choice depends on private data and is not charged to any ε;
+reports that use it say so (docs/study.md, 'Tuning outside ε').
 
     fairdp tune --dataset bank --model lr --lr 0.5 2 5 --epochs 5 20 --out reports/tuning/bank-lr.json
+    fairdp tune --run compas-lr-dpsgd-e10-s0 --lr 0.1 0.2 0.5 --validation test --models 8
 """
 
 from __future__ import annotations
@@ -26,17 +33,18 @@ __all__ = ["main", "validation_sweep"]
 
 def validation_sweep(data, model: str, *, grid: dict[str, list], algorithms: list[str], epsilons: list[float],
                      base: dict, seed: int, M: int = 2, val_fraction: float = 0.2, validation: str = "train",
-                     progress: bool = True) -> list[dict]:
+                     m: int | None = None, min_per_group: int = 1, progress: bool = True) -> list[dict]:
     """One row per (setting, algorithm, ε): validation accuracy, balanced accuracy, top predicted-class share.
 
     ``data``: prepared GroupedData; ``grid``: TrainSpec field -> values (their product is swept); ``base``: the
     TrainSpec fields every run shares (e.g. batch_size, delta, the DP-SGD-S constants).
 
     ``validation="train"``: every model fits the same ``1 - val_fraction`` of the training split and is scored on the
-    rest of it. ``validation="test"`` (the m = n audit design, where the whole training split is audited): each
-    model trains on its own group-stratified half of the training split, as an audited model does (so q, T and σ are
-    the audited runs'), is scored on a seeded ``val_fraction`` of the test split, and the rows also give accuracy on
-    the rest of the test split (``rest_accuracy``), which the choice never looked at."""
+    rest of it. ``validation="test"``: each model trains as an audited model does, on the records outside an audit
+    set of ``m`` records (default: all of them, the m = n design; at least ``min_per_group`` per group) and its own
+    group-stratified half of it (so q, T and σ are the audited runs'), is scored on a seeded ``val_fraction`` of the
+    test split, and the rows also give accuracy on the rest of the test split (``rest_accuracy``), which the choice
+    never looked at."""
     from tqdm.auto import tqdm
 
     from .audit.verdicts import is_degenerate
@@ -44,6 +52,8 @@ def validation_sweep(data, model: str, *, grid: dict[str, list], algorithms: lis
 
     if validation not in ("train", "test"):
         raise ValueError(f"validation must be 'train' or 'test', not {validation!r}")
+    if not 0 < val_fraction < 1:
+        raise ValueError(f"val_fraction must lie in (0, 1), got {val_fraction}")
     tr = data.train
     rng = np.random.default_rng(seed)
     rest = None
@@ -64,7 +74,7 @@ def validation_sweep(data, model: str, *, grid: dict[str, list], algorithms: lis
         X, y, g = tr.X, tr.y, tr.group
         Xv, yv = te.X[val], te.y[val]
         rest = te.X[~val], te.y[~val]
-        design = audit_design(g, m=len(y), R=(M + 1) // 2, min_per_group=1, rng=rng)
+        design = audit_design(g, m=len(y) if m is None else m, R=(M + 1) // 2, min_per_group=min_per_group, rng=rng)
         membership = design.training_membership()[:M]
     keys = list(grid)
     combos = list(itertools.product(*(grid[k] for k in keys)))
@@ -106,7 +116,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--lr", nargs="+", default=None, help="values to sweep (default: train.lr)")
     ap.add_argument("--epochs", nargs="+", default=None)
     ap.add_argument("--clip", nargs="+", default=None)
-    ap.add_argument("--gamma", nargs="+", default=None, help="DP-SGD-S target quantile")
+    ap.add_argument("--gamma", nargs="+", default=None,
+                    help="the rule's target quantile (DP-SGD-S's; with --run, the run's rule's own γ)")
     ap.add_argument("--models", type=int, default=2, help="models per bank (M)")
     ap.add_argument("--validation", choices=("train", "test"), default="train",
                     help="train: fit 80%% of the training split, score the rest; test: each model on a stratified half "
@@ -114,7 +125,8 @@ def main(argv: list[str] | None = None) -> int:
                          "other half reported")
     ap.add_argument("--val-fraction", type=float, default=None,
                     help="share of the split scored for the choice (default 0.2 of train, 0.5 of test)")
-    ap.add_argument("--out", default=None, help="JSON file (default: reports/tuning/<dataset>-<model>.json)")
+    ap.add_argument("--out", default=None,
+                    help="JSON file (default: reports/tuning/<run>.json with --run, else <dataset>-<model>.json)")
     args = ap.parse_args(argv)
 
     import torch
@@ -146,16 +158,21 @@ def main(argv: list[str] | None = None) -> int:
                 "lr": t.lr, "epochs": t.epochs, "clip": t.clip, **t.dpsgd_s.model_dump()}
     for k in grid:
         base.pop(k, None)
+    val_fraction = args.val_fraction if args.val_fraction is not None else (0.2 if args.validation == "train" else 0.5)
+    if not 0 < val_fraction < 1:
+        raise ConfigError(f"--val-fraction must lie strictly between 0 and 1, got {val_fraction}")
     data = load(params.resolve(params.data.prepared_dir) / args.dataset)
     rows = validation_sweep(data, args.model, grid=grid, algorithms=args.algorithms, epsilons=args.epsilons,
                             base=base, seed=params.seed, M=args.models, validation=args.validation,
-                            val_fraction=args.val_fraction or (0.2 if args.validation == "train" else 0.5))
+                            val_fraction=val_fraction, m=params.audit.m_for(len(data.train.y)),
+                            min_per_group=params.audit.min_per_group)
     out = Path(args.out) if args.out else params.resolve("reports/tuning") / f"{args.run or f'{args.dataset}-{args.model}'}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
-    note = ("tuning outside ε: chosen on a validation split of the training data (20%, seeded); test split "
-            "and audit untouched") if args.validation == "train" else (
-        "tuning outside ε: each model trains on a stratified half of the training split (the m = n audit design); "
-        "chosen on a seeded half of the test split; rest_accuracy is on the other half, which the choice never saw")
+    note = (f"tuning outside ε: chosen on a validation split of the training data ({val_fraction:.0%}, seeded); "
+            "test split and audit untouched") if args.validation == "train" else (
+        "tuning outside ε: each model trains as an audited model of the profile does (outside the audit set and on "
+        f"a stratified half of it); chosen on a seeded {val_fraction:.0%} of the test split; rest_accuracy is on the "
+        "rest of the test split, which the choice never saw")
     doc = {"dataset": args.dataset, "model": args.model, "run": args.run, "seed": params.seed, "base": base, "grid": grid,
            "validation": args.validation, "note": note, "rows": rows}
     with atomic_path(out) as tmp:

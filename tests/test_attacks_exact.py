@@ -87,3 +87,28 @@ def test_share_auc_by_hand():
     lr = np.array([1.0, 2.0, 2.0, 3.0, 1.0, 2.0, 3.0, 3.0])
     lab = np.array([True, True, False, False, False, True, False, False])
     assert attacks._share_auc(lr, lab, 1.0, np.arange(8) % 2) == 5 / 15
+
+
+@pytest.mark.parametrize("M", [32767, 32768, 40000])
+def test_best_cut_at_the_integer_widths(M):
+    """best_cut counts IN in int16 below M = 2**15 rows and in int64 from there: both sides of the switch equal the
+    reference, with every column's labels far from balanced (counts near M)."""
+    rng = np.random.default_rng(M)
+    s = np.round(rng.normal(size=(M, 3)), 1)
+    lab = rng.random((M, 3)) < np.array([0.5, 0.999, 0.001])
+    for got, want in zip(attacks.best_cut(s, lab), ref.best_cut(s, lab)):
+        assert np.array_equal(got, want)
+
+
+def test_offline_rmia_fast_paths_keep_nan_and_float32():
+    """A NaN probability stays NaN in the reference means (as the product p · [OUT] the slow path takes), and float32
+    input is summed in float32 and averaged to float64, as the slow path does."""
+    s, mem, _ = _bank(3, 8, 60, decimals=2)
+    p = 1 / (1 + np.exp(-s))
+    j = int(np.flatnonzero(mem[2])[0])
+    p[2, j] = np.nan  # where model 2 is IN: the slow path's NaN · 0 is NaN, not 0
+    got, want = attacks._pr_out_by_pair(p, mem, None, 0.0), ref.offline_pr_out_rows(p, mem, np.arange(8))
+    assert np.array_equal(got, want, equal_nan=True) and np.isnan(got[0, j])
+    p32 = (1 / (1 + np.exp(-s))).astype(np.float32)
+    got, want = attacks._pr_out_by_pair(p32, mem, None, 0.0), ref.offline_pr_out_rows(p32, mem, np.arange(8))
+    assert got.dtype == want.dtype and np.array_equal(got, want)

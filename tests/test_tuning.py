@@ -79,6 +79,17 @@ def test_validation_on_test_trains_stratified_halves_and_reports_the_rest(spy):
         assert row["rest_accuracy"] == pytest.approx(correct[:, ~val].mean())
 
 
+def test_validation_on_test_follows_an_audit_of_m_records(spy):
+    """With an audit set of m < n records, a tuning model trains as the run's audited models do: on every record
+    outside the audit set and its own stratified half of it."""
+    data = _toy()
+    tuning.validation_sweep(data, "lr", grid={"lr": [0.5]}, algorithms=["dpsgd"], epsilons=[10.0], base=BASE,
+                            seed=5, M=2, validation="test", m=100, min_per_group=10, progress=False)
+    mem = spy[0]["membership"]
+    always = mem.all(0)  # outside the audit set
+    assert always.sum() == 300 and (mem[0] ^ mem[1])[~always].all()
+
+
 def test_validation_on_train_keeps_the_old_design(spy):
     data = _toy()
     rows = tuning.validation_sweep(data, "lr", grid={"lr": [0.5]}, algorithms=["dpsgd"], epsilons=[10.0],
@@ -87,10 +98,13 @@ def test_validation_on_train_keeps_the_old_design(spy):
     assert spy[0]["membership"].all() and spy[0]["membership"].shape == (2, 320)  # 80% of the training split
 
 
-def test_validation_must_be_train_or_test():
+def test_validation_must_be_train_or_test_and_its_share_a_fraction():
     with pytest.raises(ValueError, match="validation"):
         tuning.validation_sweep(_toy(), "lr", grid={}, algorithms=["dpsgd"], epsilons=[1.0], base=BASE, seed=0,
                                 validation="holdout", progress=False)
+    with pytest.raises(ValueError, match="val_fraction"):
+        tuning.validation_sweep(_toy(), "lr", grid={}, algorithms=["dpsgd"], epsilons=[1.0], base=BASE, seed=0,
+                                validation="test", val_fraction=1.0, progress=False)
 
 
 @pytest.fixture
@@ -119,9 +133,13 @@ def test_run_sweeps_the_runs_planned_spec(project, monkeypatch):
     expected = {k: v for k, v in plan.items() if k not in ("algorithm", "model", "target_epsilon", "lr")}
     assert seen["base"] == expected  # the rule's own settings and the run's clip/epochs, not the global defaults
     assert seen["grid"] == {"lr": [0.05, 0.2]} and seen["validation"] == "test" and seen["val_fraction"] == 0.5
+    params = load_params(project / "params.yaml")  # the profile's audit design: m = min(audit.m, n), its group floor
+    assert (seen["m"], seen["min_per_group"]) == (params.audit.m_for(400), params.audit.min_per_group)
     assert '"run": "' + RUN + '"' in out.read_text()
 
 
 def test_run_unknown_is_a_config_error(project):
     with pytest.raises(ConfigError, match="no run 'nope'"):
         tuning.main(["--params", str(project / "params.yaml"), "--run", "nope", "--lr", "0.1"])
+    with pytest.raises(ConfigError, match="--val-fraction"):
+        tuning.main(["--params", str(project / "params.yaml"), "--run", RUN, "--lr", "0.1", "--val-fraction", "0"])

@@ -334,16 +334,16 @@ def _pr_out_by_pair(p: np.ndarray, lab: np.ndarray, n_ref: int | None, trim: flo
     also share their prefix: numpy sums a column's rows one after another, in row order, and so does this, O(K·m)
     adds per pair instead of K·m products, copies and adds per model."""
     K = p.shape[0]
-    out = np.empty_like(p)
+    q = p * ~lab  # p · [x OUT], the product _trimmed_mean takes (NaN stays NaN)
+    out = np.empty(p.shape, dtype=np.result_type(q.dtype, np.int64))  # the mean's dtype: a sum divided by a count
     if n_ref is not None or trim != 0:
         for i in range(0, K, 2):
             others = _same_fold_refs(K, i)
             out[i] = _pr_out(p[others], lab[others], n_ref, trim)
             out[i + 1:i + 2] = out[i]
         return out
-    q = np.where(lab, 0.0, p)  # p · [x OUT]; p ≥ 0, so 0.0 exactly as the product gives
     out_rows = (~lab).astype(np.int64)
-    prefix, prefix_n = np.zeros(p.shape[1]), np.zeros(p.shape[1], np.int64)
+    prefix, prefix_n = np.zeros(p.shape[1], dtype=q.dtype), np.zeros(p.shape[1], np.int64)
     for i in range(0, K, 2):
         acc, n = prefix.copy(), prefix_n.copy()
         for row in range(i + 2, K):
@@ -376,6 +376,8 @@ def _share_auc(lr: np.ndarray, lab: np.ndarray, gamma: float, halves: np.ndarray
         labs.append(lab[cols])
     n_pos = int(sum(lb.sum() for lb in labs))
     n_neg = len(lab) - n_pos
+    if n_pos == 0 or n_neg == 0:
+        return float("nan")  # as _auc gives: no member, or no non-member, to compare
     members = [np.bincount(k[lb], minlength=n + 1) for k, lb, n in zip(ks, labs, ns)]
     non = [np.bincount(k[~lb], minlength=n + 1) for k, lb, n in zip(ks, labs, ns)]
     below = [np.concatenate(([0], np.cumsum(c))) for c in non]  # below[h][j]: non-members of h with k < j
@@ -403,7 +405,7 @@ def choose_offline_a(p_ref: np.ndarray, lab_ref: np.ndarray, *, gamma: float = 1
     if K < 4:
         return RMIA_DEFAULT_A
     halves = np.arange(m) % 2 if halves is None else halves
-    grid = np.asarray(grid, dtype=np.float64)
+    grid = np.asarray(grid)  # in its own dtype: a of the grid enters 1 + a as the scalar loop's a did
     pr_out = _pr_out_by_pair(p_ref, lab_ref, n_ref, trim)  # the same for every a
     auc = np.zeros(len(grid))
     for r in range(K):
