@@ -151,6 +151,10 @@ def run_one(params: Params, name: str, part: str, summaries: Path, *, commit: st
         "n_models": info["n_models"], "m": info["m"], "R": info["R"], "n_train": info["n_train"],
         "n_test": info["n_test"], "group_names": info["group_names"], "class_names": info["class_names"],
         "device": params.train.device or "cpu",
+        # What the plan hash leaves out but a CNN bank's last bits can depend on (torch threads, the MKL code path):
+        # two summaries of one plan that differ here may differ in their bits, not in their distribution.
+        "execution": {"threads": params.train.threads, "workers": params.compute.workers,
+                      "MKL_CBWR": os.environ.get("MKL_CBWR")},
         "accuracy": info["accuracy"],
         "accounting": info["accounting"], "clipping": info["clipping"],
         "attacks": {k: _compact_attack(v) for k, v in summary["attacks"].items()},

@@ -369,3 +369,34 @@ def test_the_family_and_seed_caps_are_the_campaign_profiles_plan(tmp_path):
     with pytest.raises(ValueError, match="runs stored twice"):
         claims_frame([tmp_path], profiles, files=one + one)
 
+
+
+def test_run_one_summary_records_its_plan_and_execution(monkeypatch, claims_params, tmp_path):
+    """run_one's summary (training and attacks stubbed): the plan and its hash, the numerics version, and what the
+    plan hash leaves out but a bank's last bits can depend on (threads, workers, MKL_CBWR)."""
+    import fairdp_core.claims as claims
+    import fairdp_core.data.pipeline as pipeline
+    import fairdp_core.stages.attack as attack
+    import fairdp_core.stages.design as design
+    import fairdp_core.stages.train as train
+
+    p = claims_params
+    name = "law_paper-lr-dpsgd-e10-s0"
+    info = {k: 1 for k in ("n_models", "m", "R", "n_train", "n_test")}
+    info.update(group_names=["a"], class_names=["0", "1"], accuracy={}, accounting={}, clipping={})
+
+    def fake_train(params, run, out, *, plan, design_path, progress):
+        t = params.resolve("results/timings")
+        t.mkdir(parents=True, exist_ok=True)
+        (t / f"train-{run}.json").write_text(json.dumps({"train_s": 2.0, "signals_s": 1.0}))
+        return info
+
+    monkeypatch.setattr(pipeline, "prepare", lambda params, ds: None)
+    monkeypatch.setattr(design, "write_design", lambda params, key, path: None)
+    monkeypatch.setattr(train, "run_train", fake_train)
+    monkeypatch.setattr(attack, "run_attack", lambda *a, **k: ({"attacks": {}}, None))
+    monkeypatch.setenv("MKL_CBWR", "COMPATIBLE")
+    out = claims.run_one(p, name, "law_paper-lr-e10", tmp_path, commit="abc", progress=False)
+    assert out["plan_sha256"] == claims.plan_hash(claims.effective_plan(p, name))
+    assert out["execution"] == {"threads": p.train.threads, "workers": p.compute.workers, "MKL_CBWR": "COMPATIBLE"}
+    assert json.loads(claims.summary_path(tmp_path, name).read_text())["execution"] == out["execution"]
