@@ -132,8 +132,9 @@ def run_one(params: Params, name: str, part: str, summaries: Path, *, commit: st
 
         prepare(params, r.dataset)
     design_path = params.resolve("results/designs") / f"{plan['train']['design']}.npz"
-    if not design_path.is_file():
-        write_design(params, plan["train"]["design"], design_path)
+    # Always drawn afresh (deterministic from the seed, a second at most): the file's name holds the dataset and seed
+    # only, so one left by a campaign of another R or m in this checkout would otherwise be read as this one's.
+    write_design(params, plan["train"]["design"], design_path)
     train_dir = params.resolve("results/train") / name
     t0 = time.perf_counter()
     info = run_train(params, name, train_dir, plan=plan["train"], design_path=design_path, progress=progress)

@@ -272,7 +272,7 @@ def claims_first_screen(summaries_dir: Path, profile: Path, frame: tuple | None 
         head = (f"<td>{_label(*cell[:2])}</td><td>{ref['dpsgd']:.2f} → {ref['dpsgd_s']:.2f} "
                 f"({effect:+.2f})</td>")
         if r.empty:
-            later = ("running on a CPU (2R = 32, tuned lr); in at 6 paired seeds" if cell[:2] == ("mnist", "cnn")
+            later = ("running on a CPU (2R = 64, tuned lr); in at 6 paired seeds" if cell[:2] == ("mnist", "cnn")
                      else "not run yet")
             rows.append(f"<tr>{head}<td colspan='5'>{later}</td></tr>")
             continue

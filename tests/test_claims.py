@@ -372,8 +372,9 @@ def test_the_family_and_seed_caps_are_the_campaign_profiles_plan(tmp_path):
 
 
 def test_run_one_summary_records_its_plan_and_execution(monkeypatch, claims_params, tmp_path):
-    """run_one's summary (training and attacks stubbed): the plan and its hash, the numerics version, and what the
-    plan hash leaves out but a bank's last bits can depend on (threads, workers, MKL_CBWR)."""
+    """run_one's summary (training and attacks stubbed): the plan and its hash, and what the plan hash leaves out but
+    a bank's last bits can depend on (threads, workers, MKL_CBWR); a design file already in the checkout (another
+    campaign's, of another R) is drawn afresh, never reused."""
     import fairdp_core.claims as claims
     import fairdp_core.data.pipeline as pipeline
     import fairdp_core.stages.attack as attack
@@ -392,7 +393,11 @@ def test_run_one_summary_records_its_plan_and_execution(monkeypatch, claims_para
         return info
 
     monkeypatch.setattr(pipeline, "prepare", lambda params, ds: None)
-    monkeypatch.setattr(design, "write_design", lambda params, key, path: None)
+    drawn = []
+    monkeypatch.setattr(design, "write_design", lambda params, key, path: drawn.append(path))
+    stale = p.resolve("results/designs") / "law_paper-s0.npz"  # left by a campaign of another R: drawn afresh
+    stale.parent.mkdir(parents=True, exist_ok=True)
+    stale.write_bytes(b"another campaign's design")
     monkeypatch.setattr(train, "run_train", fake_train)
     monkeypatch.setattr(attack, "run_attack", lambda *a, **k: ({"attacks": {}}, None))
     monkeypatch.setenv("MKL_CBWR", "COMPATIBLE")
@@ -400,3 +405,4 @@ def test_run_one_summary_records_its_plan_and_execution(monkeypatch, claims_para
     assert out["plan_sha256"] == claims.plan_hash(claims.effective_plan(p, name))
     assert out["execution"] == {"threads": p.train.threads, "workers": p.compute.workers, "MKL_CBWR": "COMPATIBLE"}
     assert json.loads(claims.summary_path(tmp_path, name).read_text())["execution"] == out["execution"]
+    assert drawn == [stale]

@@ -98,10 +98,10 @@ def test_profiles_are_valid(project, profile):
             ("mnist", "mlp", 10, "dpsgd"), ("mnist", "mlp", 10, "dpsgd_s_paper")}
         specs = [train_plan(p, name)["spec"] for name in p.runs]
         assert {(s["lr"], s["epochs"], s["batch_size"], s["clip"]) for s in specs} == {(0.1, 20, 256, 10.0)}
-    if profile == "claims_mnist_cnn":  # the CNN on 2 cores: 2R = 32, each arm at its tuned lr
+    if profile == "claims_mnist_cnn":  # the CNN on 2 cores: 2R = 64, each arm at its tuned lr
         from fairdp_core.stages.plan import train_plan
 
-        assert p.audit.m == "all" and p.audit.R == 16 and len(p.runs) == 12 * 2
+        assert p.audit.m == "all" and p.audit.R == 32 and len(p.runs) == 12 * 2
         lrs = {r.algorithm: train_plan(p, name)["spec"]["lr"] for name, r in p.runs.items()}
         assert lrs == {"dpsgd": 0.1, "dpsgd_s_paper": 0.2}
         specs = [train_plan(p, name)["spec"] for name in p.runs]
