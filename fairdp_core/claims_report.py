@@ -24,8 +24,8 @@ from .audit.verdicts import (
 )
 from .results import DATASET_LABELS, MODEL_LABELS
 
-__all__ = ["CLAIMS_SOURCES", "RULE_NAMES", "claims_figure", "claims_first_screen", "claims_frame", "claims_section",
-           "expected_cells", "planned_rows", "write_claims_csv"]
+__all__ = ["CLAIMS_SOURCES", "ROBUSTNESS", "RULE_NAMES", "claims_figure", "claims_first_screen", "claims_frame",
+           "claims_section", "expected_cells", "planned_rows", "robustness_notes", "write_claims_csv"]
 
 RULE_NAMES = {
     "dpsgd_s_paper": "The paper's rule made DP (dpsgd_s_paper, the arm that decides the paper's claim)",
@@ -321,7 +321,8 @@ def claims_figure(frame: tuple, figures_dir: Path) -> str:
             "the <a href='#claims'>claims table</a>.</figcaption></figure>")
 
 
-def claims_section(summaries_dir: Path, profile: Path, frame: tuple | None = None) -> str:
+def claims_section(summaries_dir: Path, profile: Path, frame: tuple | None = None,
+                   robust_dir: Path | None = None) -> str:
     """The paper's Tables 4-6 side by side: every cell × rule with both estimators, the verdict, per-group clipped
     fractions, accounting and the campaign's cost."""
     df, summaries = frame or claims_frame(summaries_dir, profile)
@@ -374,7 +375,49 @@ def claims_section(summaries_dir: Path, profile: Path, frame: tuple | None = Non
         "and the rule's per-group share of clipped per-sample gradients</caption>"
         "<tr><th>dataset · model</th><th>ε</th><th>rule</th><th>paper Δ</th><th>Δ pp</th><th>difference, "
         "cross-fitted</th><th>difference, in-sample</th><th>accuracy %</th><th>seeds</th><th>verdict</th></tr>"
-        f"{''.join(rows)}</table>{_bound_check(summaries)}{cost}")
+        f"{''.join(rows)}</table>{robustness_notes(robust_dir, summaries, k)}{_bound_check(summaries)}{cost}")
+
+
+# Reruns of one arm at another setting, beside the declared design (one directory each; DP-SGD's summaries only):
+# reported under the claims table as robustness checks, never part of the family or a verdict.
+ROBUSTNESS = "reports/paper/robustness"
+
+
+def robustness_notes(robust_dir: Path | None, summaries: list[dict], family: int) -> str:
+    """One paragraph per cell rerun in ``robust_dir/<check>/`` (DP-SGD at another lr): the paper's rule made DP
+    against that DP-SGD, over the same seeds, at the family's Bonferroni level."""
+    if robust_dir is None or not Path(robust_dir).is_dir():
+        return ""
+    out = []
+    for d in sorted(p for p in Path(robust_dir).iterdir() if p.is_dir()):
+        alt = load_summaries(None, files=sorted(d.glob("*.json")))
+        if not alt or {s["algorithm"] for s in alt} != {"dpsgd"}:
+            raise ValueError(f"{d}: a robustness check holds DP-SGD's reruns only")
+        cells = {(s["dataset"], s["model"], float(s["epsilon"])) for s in alt}
+        keep = [s for s in summaries if (s["dataset"], s["model"], float(s["epsilon"] or 0)) in cells
+                and s["algorithm"] != "dpsgd"]
+        df = claims_table(keep + alt, family=family)
+        for cell in sorted(cells, key=lambda c: -c[2]):
+            r = df[(df.dataset == cell[0]) & (df.model == cell[1]) & (df.epsilon == cell[2])
+                   & (df.rule == "dpsgd_s_paper")]
+            if r.empty:
+                continue
+            r = r.iloc[0]
+            lr_alt = {s["plan"]["train"]["spec"]["lr"] for s in alt if float(s["epsilon"]) == cell[2]}
+            lr_old = {s["plan"]["train"]["spec"]["lr"] for s in _dpsgd_runs(summaries, cell)}
+            ci = {est: f"{_pp(r[f'diff_{est}'])} [{_pp(r[f'lo_bonf_{est}'])}, {_pp(r[f'hi_bonf_{est}'])}]"
+                  for est in ("cross_fit", "in_sample")}
+            out.append(
+                f"<li>{_label(*cell[:2])}, ε = {cell[2]:g}: DP-SGD at lr {', '.join(f'{x:g}' for x in lr_alt)} "
+                f"instead of {', '.join(f'{x:g}' for x in lr_old)} ({r.seeds} seeds): accuracy "
+                f"{100 * r.accuracy_dpsgd:.1f}% against the rule's {100 * r.accuracy_rule:.1f}%, DP-SGD's Δ "
+                f"{r.delta_dpsgd_cross_fit:.2f} pp cross-fitted. The paper's rule made DP: <b>{html.escape(r.verdict)}"
+                f"</b>, {ci['cross_fit']} cross-fitted, {ci['in_sample']} in-sample.</li>")
+    if not out:
+        return ""
+    return ("<p class='small'><b>Robustness checks</b> (reruns of DP-SGD at another lr, beside the declared design; "
+            "not in the family, no verdict above changes): when one lr choice decides a cell's answer, the cell has no "
+            f"robust verdict.</p><ul class='small'>{''.join(out)}</ul>")
 
 
 def _bound_check(summaries: list[dict]) -> str:

@@ -406,3 +406,34 @@ def test_run_one_summary_records_its_plan_and_execution(monkeypatch, claims_para
     assert out["execution"] == {"threads": p.train.threads, "workers": p.compute.workers, "MKL_CBWR": "COMPATIBLE"}
     assert json.loads(claims.summary_path(tmp_path, name).read_text())["execution"] == out["execution"]
     assert drawn == [stale]
+
+
+def test_robustness_notes_recompute_from_the_committed_reruns(tmp_path):
+    """The index's robustness lines: DP-SGD's committed reruns (reports/paper/robustness/) replace DP-SGD's runs of
+    their cells, the rule's difference is recomputed at the family's level, and the committed index shows it; a
+    check that holds another arm's runs is refused."""
+    from fairdp_core.audit.verdicts import claims_table, load_summaries
+    from fairdp_core.claims_report import CLAIMS_SOURCES, ROBUSTNESS, planned_rows, robustness_notes
+
+    robust = ROOT / ROBUSTNESS
+    checks = sorted(p for p in robust.iterdir() if p.is_dir())
+    assert checks, "no robustness check committed"
+    summaries = load_summaries(None, files=_tracked_summaries())
+    k = planned_rows([ROOT / p for _, p in CLAIMS_SOURCES])
+    html = robustness_notes(robust, summaries, k)
+    page = (ROOT / "reports" / "index.html").read_text()
+    assert html and html in page
+    for d in checks:
+        alt = load_summaries(None, files=sorted(d.glob("*.json")))
+        cells = {(s["dataset"], float(s["epsilon"])) for s in alt}
+        mixed = [s for s in summaries if (s["dataset"], float(s["epsilon"] or 0)) in cells
+                 and s["algorithm"] != "dpsgd"] + alt
+        df = claims_table(mixed, family=k)
+        for r in df[df.rule == "dpsgd_s_paper"].itertuples():
+            assert f"{r.diff_cross_fit:+.2f} [{r.lo_bonf_cross_fit:+.2f}, {r.hi_bonf_cross_fit:+.2f}] cross-fitted" in html
+            assert f"ε = {r.epsilon:g}" in html and r.verdict in html
+    other = next(s for s in summaries if s["algorithm"] != "dpsgd")
+    (tmp_path / "check").mkdir()
+    (tmp_path / "check" / "a.json").write_text(json.dumps(other))
+    with pytest.raises(ValueError, match="DP-SGD's reruns only"):
+        robustness_notes(tmp_path, summaries, k)

@@ -18,6 +18,7 @@ def write_index(params):
     """Render the claims sections and build the index around them; returns the index's path."""
     from ..claims_report import (
         CLAIMS_SOURCES,
+        ROBUSTNESS,
         claims_figure,
         claims_first_screen,
         claims_frame,
@@ -32,7 +33,8 @@ def write_index(params):
     # the index first: it fails (before writing anything) when a run's results are missing
     first = (claims_first_screen(claims_dir, profile, frame=frame)
              + claims_figure(frame, params.resolve("reports/figures") / "index"))
-    out = build_index(params, first_screen=first, claims=claims_section(claims_dir, profile, frame=frame))
+    out = build_index(params, first_screen=first, claims=claims_section(claims_dir, profile, frame=frame,
+                                                                          robust_dir=params.resolve(ROBUSTNESS)))
     write_claims_csv(claims_dir, params.resolve("reports") / "claims_table.csv", profile, frame=frame)
     return out
 
