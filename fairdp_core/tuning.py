@@ -120,9 +120,9 @@ def main(argv: list[str] | None = None) -> int:
                     help="the rule's target quantile (DP-SGD-S's; with --run, the run's rule's own γ)")
     ap.add_argument("--models", type=int, default=2, help="models per bank (M)")
     ap.add_argument("--validation", choices=("train", "test"), default="train",
-                    help="train: fit 80%% of the training split, score the rest; test: each model on a stratified half "
-                         "of the training split (the m = n design), scored on half the test split, accuracy on the "
-                         "other half reported")
+                    help="train: fit 80%% of the training split, score the rest; test: each model trains as the "
+                         "profile's audited models do (outside the audit set and on its own stratified half of it), "
+                         "scored on half the test split, accuracy on the other half reported")
     ap.add_argument("--val-fraction", type=float, default=None,
                     help="share of the split scored for the choice (default 0.2 of train, 0.5 of test)")
     ap.add_argument("--out", default=None,
