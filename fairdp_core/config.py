@@ -200,11 +200,13 @@ class TrainOverride(_Strict):
     lr: Positive | None = None
     clip: Positive | None = None
     gamma: Fraction | None = None  # DP-SGD-S's target quantile for this dataset and model
+    optimizer: Literal["sgd", "adam"] | None = None
 
 
 class TrainConfig(_Strict):
     """Training of every model bank: SGD with learning rate ``lr``, expected batch ``batch_size`` (Poisson
-    sampling, q = B/n), ``epochs`` (T = E·n/B); DP: clipping bound ``clip``, ``delta``, ``accountant``."""
+    sampling, q = B/n), ``epochs`` (T = E·n/B); DP: clipping bound ``clip``, ``delta``, ``accountant``.
+    ``optimizer``: "sgd", or "adam" (Adam's update on the same clipped, noised gradient; UTKFace's config)."""
 
     epochs: Positive = 5.0
     batch_size: PositiveInt = 256
@@ -212,6 +214,7 @@ class TrainConfig(_Strict):
     clip: Positive = 1.0
     delta: Annotated[float, Field(gt=0.0, lt=1.0)] = 1e-5
     accountant: Literal["rdp", "prv"] = "rdp"
+    optimizer: Literal["sgd", "adam"] = "sgd"
     hidden: PositiveInt = 256
     device: str | None = None
     threads: PositiveInt = 1
@@ -527,7 +530,8 @@ class Params(_Strict):
 
     seed: Annotated[int, Field(ge=0)]
     profile: Literal["smoke", "default", "pilot", "pilot_law", "pilot_mnist_cnn", "full", "paper", "gpu",
-                     "claims", "claims_mnist_pilot", "claims_mnist", "claims_mnist_cnn", "custom"] = "custom"
+                     "claims", "claims_mnist_pilot", "claims_mnist", "claims_mnist_cnn", "claims_utkface_pilot",
+                     "custom"] = "custom"
     data: DataConfig
     train: TrainConfig = Field(default_factory=TrainConfig)
     audit: AuditConfig = Field(default_factory=AuditConfig)

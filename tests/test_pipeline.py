@@ -43,7 +43,8 @@ def law_smoke(project, monkeypatch):
 
 
 @pytest.mark.parametrize("profile", ["smoke", "default", "pilot", "pilot_law", "pilot_mnist_cnn", "full", "paper",
-                                     "gpu", "claims_mnist_pilot", "claims_mnist", "claims_mnist_cnn"])
+                                     "gpu", "claims_mnist_pilot", "claims_mnist", "claims_mnist_cnn",
+                                     "claims_utkface_pilot"])
 def test_profiles_are_valid(project, profile):
     use_profile(profile, project / "params.yaml", project / "profiles")
     p = load_params(project / "params.yaml")
@@ -90,6 +91,14 @@ def test_profiles_are_valid(project, profile):
         # one lr for every arm: the default profile's per-algorithm lr must not reach the quantile arm
         assert {(s["lr"], s["epochs"], s["batch_size"]) for s in specs} == {(0.1, 20, 256)}
         assert {s["clip"] for s in specs if "clip" in s} == {10.0}
+    if profile == "claims_utkface_pilot":  # UTKFace's config: C = 10, Adam at lr 0.001, every arm; its whole split
+        from fairdp_core.stages.plan import train_plan
+
+        assert p.audit.m == "all" and p.audit.R == 16 and len(p.runs) == 2 * 2
+        assert p.data.datasets["utkface"].train_size is None
+        specs = [train_plan(p, name)["spec"] for name in p.runs]
+        assert {(s["lr"], s["epochs"], s["batch_size"], s["clip"], s["optimizer"]) for s in specs} == {
+            (0.001, 20, 256, 10.0, "adam")}
     if profile == "claims_mnist":  # the design the pilot chose: 2R = 64, DP-SGD against the paper's rule made DP
         from fairdp_core.stages.plan import train_plan
 

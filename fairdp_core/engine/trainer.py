@@ -62,6 +62,10 @@ class TrainSpec:
     (C0), ``ratio_cap`` (s), ``sigma_s`` (noise multiplier of the group sums; None: √10·σ_eff, a tenth of the
     step's σ⁻² budget), ``sigma_b`` (group counts; None: B/20), ``c_min``, ``count_floor``.
 
+    ``optimizer``: "sgd" (θ -= lr·g) or "adam" (torch.optim.Adam's update with its defaults β = (0.9, 0.999),
+    ε = 1e-8, on the same g: the step's clipped, noised sum over the expected batch size B, as Opacus hands its
+    optimizer; post-processing, so the accounting is unchanged). UTKFace's released config trains with Adam.
+
     The rivals reuse these fields. DPSGD-F: ``clip`` (C0), ``sigma_b`` (its 2K counts). DPSGD-Global-Adapt:
     ``clip`` (C), ``q_init`` (Z's initial value, one number), ``tau`` (the threshold τ: counts ‖g‖ > τ·Z),
     ``gamma`` and ``eta_q`` (Z's quantile update), ``sigma_b`` (its count). AdaClip: ``clip`` (initial C),
@@ -92,6 +96,7 @@ class TrainSpec:
     hidden: int = 256
     ratio_cap: float = 2.0
     sigma_s: float | None = None
+    optimizer: Literal["sgd", "adam"] = "sgd"
 
     def __post_init__(self) -> None:
         get_rule(self.algorithm)  # a clear error naming the known rules
@@ -99,14 +104,23 @@ class TrainSpec:
             raise ValueError(f"{self.algorithm} needs target_epsilon or noise_multiplier")
         if self.batch_size <= 0 or self.epochs <= 0 or self.lr <= 0:
             raise ValueError("batch_size, epochs and lr must be positive")
+        if self.optimizer not in ("sgd", "adam"):
+            raise ValueError(f"optimizer must be 'sgd' or 'adam', got {self.optimizer!r}")
         if isinstance(self.q_init, list):
             object.__setattr__(self, "q_init", tuple(self.q_init))
+
+
+_KEY_IF_SET = {"optimizer": "sgd"}
 
 
 def release_key(spec: TrainSpec) -> int:
     """A 63-bit key of everything that defines a release (every TrainSpec field): the noise and count streams
     are derived from it, so banks that differ in algorithm, ε, τ, γ or any other setting never share noise."""
-    blob = json.dumps(asdict(spec), sort_keys=True, default=str).encode()
+    fields = asdict(spec)
+    for key, default in _KEY_IF_SET.items():  # fields added later: in the key only when set, so older keys stand
+        if fields[key] == default:
+            del fields[key]
+    blob = json.dumps(fields, sort_keys=True, default=str).encode()
     return int.from_bytes(hashlib.sha256(blob).digest()[:8], "big") % (2**63 - 1)
 
 
@@ -151,6 +165,30 @@ def _init_module(module: nn.Module, g: torch.Generator) -> nn.Module:
                 torch.manual_seed(seed)
                 layer.reset_parameters()
     return module
+
+
+class _Adam:
+    """torch.optim.Adam's update (its single-tensor path, defaults β = (0.9, 0.999), ε = 1e-8, no weight decay)
+    on a bank's stacked parameters: every entry is its own coordinate, so each model of the bank steps on its own
+    gradient alone. ``step(params, grads, scale)`` applies it to g = scale·grads, in place."""
+
+    def __init__(self, lr: float, betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8):
+        self.lr, self.betas, self.eps, self.t = lr, betas, eps, 0
+        self.m: dict[str, torch.Tensor] = {}
+        self.v: dict[str, torch.Tensor] = {}
+
+    def step(self, params: dict[str, torch.Tensor], grads: dict[str, torch.Tensor], scale: float) -> None:
+        b1, b2 = self.betas
+        self.t += 1
+        c1, c2 = 1 - b1 ** self.t, 1 - b2 ** self.t
+        for n, p in params.items():
+            g = grads[n] * scale
+            if n not in self.m:
+                self.m[n], self.v[n] = torch.zeros_like(p), torch.zeros_like(p)
+            self.m[n].lerp_(g, 1 - b1)
+            self.v[n].mul_(b2).addcmul_(g, g, value=1 - b2)
+            denom = (self.v[n].sqrt() / math.sqrt(c2)).add_(self.eps)
+            p.addcdiv_(self.m[n], denom, value=-self.lr / c1)
 
 
 class _NoiseBank:
@@ -386,6 +424,7 @@ def train_bank(X: np.ndarray, y: np.ndarray, group: np.ndarray, membership: np.n
     sizes = [params[n][0].numel() for n in names]
     noise_bank = _NoiseBank([g["noise"] for g in gens], sum(sizes), dev) if get_rule(spec.algorithm).private else None
 
+    adam = _Adam(spec.lr) if spec.optimizer == "adam" else None
     private = not isinstance(policy, NoClip)
     clipped = torch.zeros(M, K, dtype=torch.float64, device=dev)
     seen = torch.zeros(M, K, dtype=torch.float64, device=dev)
@@ -428,8 +467,11 @@ def train_bank(X: np.ndarray, y: np.ndarray, group: np.ndarray, membership: np.n
                     policy.observe_sums(group_sums(ctx, norms, gb, w), gb, w)
             else:
                 grads = backend.batch_grad(params, xb, yb, w)
-            for n in names:
-                params[n].sub_(grads[n], alpha=spec.lr / spec.batch_size)
+            if adam is None:
+                for n in names:
+                    params[n].sub_(grads[n], alpha=spec.lr / spec.batch_size)
+            else:
+                adam.step(params, grads, 1.0 / spec.batch_size)
         if on_epoch is not None and (int((t + 1) * spec.epochs / steps) > int(t * spec.epochs / steps)
                                      or t == steps - 1):
             last = math.ceil(spec.epochs - 1e-9)  # a final partial epoch (epochs = 2.5) is epoch 3

@@ -42,6 +42,9 @@ def train_plan(params: Params, name: str) -> dict[str, object]:
     pick = {k: override(k, getattr(t, k)) for k in _SPEC_FROM_TRAIN}
     rule = get_rule(run.algorithm)
     spec = {"algorithm": run.algorithm, "model": run.model, **pick}
+    optimizer = override("optimizer", t.optimizer)
+    if optimizer != "sgd":  # named only when set: every plan (and claims summary hash) from before stands
+        spec["optimizer"] = optimizer
     if run.model == "mlp":
         spec["hidden"] = t.hidden
     if not rule.uses_clip:
