@@ -90,7 +90,8 @@ def test_committed_summaries_come_from_history_and_the_profile(profile, tmp_path
 
 
 def _tracked_summaries() -> list[Path]:
-    out = subprocess.run(["git", "ls-files", "reports/paper/claims", "reports/paper/claims_mnist"], cwd=ROOT,
+    out = subprocess.run(["git", "ls-files", "reports/paper/claims", "reports/paper/claims_mnist",
+                          "reports/paper/claims_mnist_cnn"], cwd=ROOT,
                          capture_output=True, text=True, check=True).stdout.split()
     return [ROOT / p for p in out]
 
@@ -356,14 +357,14 @@ def test_the_answer_when_nothing_is_detected():
 
 
 def test_the_family_and_seed_caps_are_the_campaign_profiles_plan(tmp_path):
-    """31 rows: the 10 LR cells x 3 rules of claims.yaml and MNIST MLP's paper rule of claims_mnist.yaml; each cell's
-    seed cap is its own grid entry's (16 for the LR cells, 12 for MNIST); a run stored in both directories is an
+    """32 rows: the 10 LR cells x 3 rules of claims.yaml, MNIST MLP's paper rule of claims_mnist.yaml and MNIST CNN's
+    of claims_mnist_cnn.yaml; each cell's seed cap is its own grid entry's (16 for the LR cells, 12 for MNIST); a run stored in both directories is an
     error, not silently counted once."""
     from fairdp_core.claims_report import CLAIMS_SOURCES, _max_seeds, claims_frame, planned_rows
 
     profiles = [ROOT / p for _, p in CLAIMS_SOURCES]
-    assert planned_rows(profiles) == 31 and planned_rows(profiles[:1]) == 30
-    assert _max_seeds(profiles, ("mnist", "mlp", 10.0)) == 12 and _max_seeds(profiles, ("adult", "lr", 1.0)) == 16
+    assert planned_rows(profiles) == 32 and planned_rows(profiles[:1]) == 30
+    assert _max_seeds(profiles, ("mnist", "mlp", 10.0)) == 12 and _max_seeds(profiles, ("mnist", "cnn", 10.0)) == 12 and _max_seeds(profiles, ("adult", "lr", 1.0)) == 16
     one = sorted((ROOT / "reports" / "paper" / "claims").glob("adult-lr-dpsgd-e10-s0.json"))
     assert one
     with pytest.raises(ValueError, match="runs stored twice"):
