@@ -182,7 +182,7 @@ FIRST_SCREEN_NAMES = {
     "dpsgd_s_paper_code": "<b>Paper's algorithm as published</b> (<code>dpsgd_s_paper_code</code>, not DP)",
     "dpsgd_s": "<b>This study's quantile reading</b> (<code>dpsgd_s</code>)",
 }
-SHORT_DESIGN = "m = n, 2R = 400, paper's C and epochs"
+SHORT_DESIGN = "m = n, 2R = 400 (MNIST: 64), paper's C and epochs"
 
 
 def _answer(paper: pd.DataFrame, have: int, cells: int) -> str:
@@ -193,7 +193,8 @@ def _answer(paper: pd.DataFrame, have: int, cells: int) -> str:
     tested = low + up + same + dep
     if tested == 0:
         return "Not yet decided: no cell has a like-for-like test with enough seeds."
-    where = {k: ", ".join(f"{DATASET_LABELS.get(r.dataset, r.dataset)} ε = {r.epsilon:g}"
+    where = {k: ", ".join(f"{DATASET_LABELS.get(r.dataset, r.dataset)}"  # the model named where a dataset has two
+                          f"{'' if r.model == 'lr' else ' ' + MODEL_LABELS.get(r.model, r.model)} ε = {r.epsilon:g}"
                           for r in paper[paper.verdict == k].itertuples())
              for k in ("reproduced", "contradicted")}
     if up and low:
@@ -213,7 +214,8 @@ def _answer(paper: pd.DataFrame, have: int, cells: int) -> str:
         parts.append(f"depends on the estimator in {dep}")
     decided = paper[paper.verdict.isin(["reproduced", "contradicted", "not detected", "depends on the estimator"])]
     prov = int((decided.seeds < decided.get("seeds_target", decided.seeds)).sum())
-    return (f"{lead}: in {tested} like-for-like {'cell' if tested == 1 else 'cells'} ({have} of {cells} run"
+    run = f"all {cells} run" if have == cells else f"{have} of {cells} run"
+    return (f"{lead}: in {tested} like-for-like {'cell' if tested == 1 else 'cells'} ({run}"
             + (f"; {prov} provisional" if prov else "") + "), the paper's rule made DP "
             + ", ".join(parts[:-1]) + f" and {parts[-1]}.")
 
@@ -286,8 +288,8 @@ def claims_first_screen(summaries_dir: Path, profile: Path, frame: tuple | None 
     return (
         f"<div class='findings'>{question}<p><b>{html.escape(_answer(paper, len(have), len(cells)))}</b></p>"
         f"<ul>{lines}</ul>"
-        "<table id='quoted-claims'><caption>The paper's quoted claims, ε = 10: Δ(rule made DP) − Δ(DP-SGD), "
-        f"pp, paired by seed, Bonferroni 95%; {SHORT_DESIGN} (<a href='#claims'>details</a>).</caption>"
+        "<table id='quoted-claims'><caption>The paper's quoted claims, ε = 10: Δ(rule) − Δ(DP-SGD), "
+        f"pp, Bonferroni 95%; {SHORT_DESIGN} (<a href='#claims'>details</a>).</caption>"
         "<tr><th>cell</th><th>paper Δ (pp)</th><th>in-sample</th><th>cross-fitted</th><th>seeds</th>"
         f"<th>verdict</th><th>released code</th></tr>{''.join(rows)}</table></div>")
 
