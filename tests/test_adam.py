@@ -105,3 +105,16 @@ def test_plans_name_the_optimizer_only_when_set(tmp_path):
     changed = {n for n in before.runs if train_plan(before, n) != train_plan(after, n)}
     assert changed == {n for n in before.runs if n.startswith("compas-lr-")} and changed
     assert all(train_plan(after, n)["spec"]["optimizer"] == "adam" for n in changed)
+
+
+def test_saved_banks_store_the_optimizer_only_when_set(tmp_path):
+    """A bank file written before the option existed is byte-identical now (its spec has no optimizer key); an Adam
+    bank keeps its optimizer through save and load."""
+    from fairdp_core.engine.trainer import TrainedBank
+
+    for optimizer in ("sgd", "adam"):
+        bank = _bank(lr=0.01, optimizer=optimizer)
+        bank.save(tmp_path / f"{optimizer}.pt")
+        stored = torch.load(tmp_path / f"{optimizer}.pt", weights_only=False)["spec"]
+        assert ("optimizer" in stored) == (optimizer == "adam")
+        assert TrainedBank.load(tmp_path / f"{optimizer}.pt").spec.optimizer == optimizer

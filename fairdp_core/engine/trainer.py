@@ -113,14 +113,20 @@ class TrainSpec:
 _KEY_IF_SET = {"optimizer": "sgd"}
 
 
+def spec_fields(spec: TrainSpec) -> dict:
+    """``asdict(spec)`` less the fields added after the first release at their defaults: what a release key hashes
+    and a saved bank stores, so the keys and the bank files written before a field was added stand, byte for byte."""
+    fields = asdict(spec)
+    for key, default in _KEY_IF_SET.items():
+        if fields[key] == default:
+            del fields[key]
+    return fields
+
+
 def release_key(spec: TrainSpec) -> int:
     """A 63-bit key of everything that defines a release (every TrainSpec field): the noise and count streams
     are derived from it, so banks that differ in algorithm, ε, τ, γ or any other setting never share noise."""
-    fields = asdict(spec)
-    for key, default in _KEY_IF_SET.items():  # fields added later: in the key only when set, so older keys stand
-        if fields[key] == default:
-            del fields[key]
-    blob = json.dumps(fields, sort_keys=True, default=str).encode()
+    blob = json.dumps(spec_fields(spec), sort_keys=True, default=str).encode()
     return int.from_bytes(hashlib.sha256(blob).digest()[:8], "big") % (2**63 - 1)
 
 
@@ -264,7 +270,7 @@ class TrainedBank:
         (``seconds``) is not saved, so the same training writes the same bytes."""
         # through a file object: torch.save to a path names the archive's root after the (random) temporary's name
         with atomic_path(path) as tmp, open(tmp, "wb") as f:
-            torch.save({"spec": asdict(self.spec), "input_shape": self.input_shape, "n_classes": self.n_classes,
+            torch.save({"spec": spec_fields(self.spec), "input_shape": self.input_shape, "n_classes": self.n_classes,
                         "params": self.params, "accounting": [a.as_dict() for a in self.accounting],
                         "membership": self.membership, "policy_state": self.policy_state,
                         # no timing: reruns are byte-identical
