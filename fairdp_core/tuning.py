@@ -166,7 +166,8 @@ def main(argv: list[str] | None = None) -> int:
                             base=base, seed=params.seed, M=args.models, validation=args.validation,
                             val_fraction=val_fraction, m=params.audit.m_for(len(data.train.y)),
                             min_per_group=params.audit.min_per_group)
-    out = Path(args.out) if args.out else params.resolve("reports/tuning") / f"{args.run or f'{args.dataset}-{args.model}'}.json"
+    stem = args.run or f"{args.dataset}-{args.model}"
+    out = Path(args.out) if args.out else params.resolve("reports/tuning") / f"{stem}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     note = (f"tuning outside ε: chosen on a validation split of the training data ({val_fraction:.0%}, seeded); "
             "test split and audit untouched") if args.validation == "train" else (

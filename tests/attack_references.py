@@ -67,8 +67,7 @@ def choose_offline_a(p_ref, lab_ref, *, gamma=1.0, n_ref=None, trim=0.0, grid=No
     its population shares and ranked by scipy's rankdata."""
     from scipy.stats import rankdata
 
-    from fairdp_core.audit.attacks import (A_GRID, RMIA_DEFAULT_A, _offline_pr, _population_share, _pr_out,
-                                           _same_fold_refs)
+    from fairdp_core.audit.attacks import A_GRID, RMIA_DEFAULT_A, _offline_pr, _population_share, _pr_out, _same_fold_refs
 
     grid = A_GRID if grid is None else grid
     K, m = p_ref.shape

@@ -20,6 +20,7 @@ from fairdp_core import config, plots, results, rules
 from fairdp_core.engine import trainer
 from fairdp_core.engine.accounting import combine_sigmas, epsilon
 from fairdp_core.engine.trainer import TrainSpec, train_bank
+from fairdp_core.rules.base import RULE_FIELDS
 
 # rule -> the noise multipliers (noise std / L2 sensitivity) of the statistics it releases each step, from the
 # Accounting record of a trained bank. Counts have sensitivity 1 except AdaClip's centred count (1/2: 2σ_b, Andrew
@@ -62,7 +63,31 @@ def test_every_rule_plans_into_the_engines_trainspec(name):
     got = rule.plan_fields(train, SimpleNamespace(gamma=None, tau=None), lambda key, default: default)
     spec_fields = {f.name for f in fields(TrainSpec)}
     assert set(got) <= spec_fields, f"{name}: not TrainSpec fields: {set(got) - spec_fields}"
+    # what it plans is exactly what it declares it reads (its own fields), and only rules' fields
+    assert set(got) == set(rule.fields) and set(rule.fields) <= set(RULE_FIELDS), name
     TrainSpec(algorithm=name, target_epsilon=None if not rule.private else 1.0, **got)
+
+
+def test_a_rule_that_reads_a_field_it_did_not_declare_fails_at_once(monkeypatch):
+    """The trainer hands each rule its spec through a RuleView: DPSGD-F declares only σ_b, so a DPSGD-F that read
+    DP-SGD-S's Q cap (q_max) raises instead of training with it; the common fields stay readable."""
+    rule = rules.get("dpsgd_f")
+    spec = TrainSpec(algorithm="dpsgd_f", target_epsilon=1.0, clip=2.0, sigma_b=5.0)
+    view = rule.view(spec)
+    assert (view.clip, view.sigma_b, view.batch_size) == (2.0, 5.0, 256)
+    with pytest.raises(AttributeError, match="'dpsgd_f' read the spec's 'q_max'.*sigma_b"):
+        _ = view.q_max
+    with pytest.raises(AttributeError, match="read-only"):
+        view.clip = 3.0
+    real = type(rule).policy
+
+    def misread(self, spec, M, K, sig, gens, device):
+        _ = spec.q_max  # the misread under test
+        return real(self, spec, M, K, sig, gens, device)
+
+    monkeypatch.setattr(type(rule), "policy", misread)
+    with pytest.raises(AttributeError, match="q_max"):
+        _bank("dpsgd_f")
 
 
 def _bank(name, seed=0):

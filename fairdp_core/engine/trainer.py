@@ -290,16 +290,16 @@ def _sigmas(spec: TrainSpec, q: float, steps: int) -> Sigmas:
     """(σ_g, σ_b, σ_s, σ_eff) for the spec, calibrated at sampling rate q over ``steps``; the rule splits σ_eff."""
     rule = get_rule(spec.algorithm)
     if not rule.private:
-        return rule.sigmas(spec, 0.0)
+        return rule.sigmas(rule.view(spec), 0.0)
     sigma_eff = spec.noise_multiplier if spec.noise_multiplier is not None else calibrate_sigma(
         spec.target_epsilon, sample_rate=q, steps=steps, delta=spec.delta, accountant=spec.accountant)
-    return rule.sigmas(spec, sigma_eff)
+    return rule.sigmas(rule.view(spec), sigma_eff)
 
 
 def _public_assumptions(spec: TrainSpec) -> tuple[str, ...]:
     """What the accounting treats as public: the inputs of q, T and σ that are not noised."""
     rule = get_rule(spec.algorithm)
-    return (*COMMON_ASSUMPTIONS, *rule.public_assumptions(spec)) if rule.private else ()
+    return (*COMMON_ASSUMPTIONS, *rule.public_assumptions(rule.view(spec))) if rule.private else ()
 
 
 def _schedule(sample_over: np.ndarray, spec: TrainSpec) -> tuple[list[torch.Tensor], np.ndarray, np.ndarray, int]:
@@ -424,11 +424,12 @@ def train_bank(X: np.ndarray, y: np.ndarray, group: np.ndarray, membership: np.n
     modules = [_init_module(fresh(), g["init"]) for g in gens]
     params = {k: v.to(dev) for k, v in stack_params(modules).items()}
     backend = make_backend(modules[0].to(dev))
-    policy = get_rule(spec.algorithm).policy(spec, M, K, Sigmas(sigma_g, sigma_b, sigma_s, sigma_eff), gens, dev)
+    rule = get_rule(spec.algorithm)
+    policy = rule.policy(rule.view(spec), M, K, Sigmas(sigma_g, sigma_b, sigma_s, sigma_eff), gens, dev)
     sampler = PoissonBank(pools, q.tolist(), [g["sample"] for g in gens], widths=widths if models is not None else None)
     names = list(params)
     sizes = [params[n][0].numel() for n in names]
-    noise_bank = _NoiseBank([g["noise"] for g in gens], sum(sizes), dev) if get_rule(spec.algorithm).private else None
+    noise_bank = _NoiseBank([g["noise"] for g in gens], sum(sizes), dev) if rule.private else None
 
     adam = _Adam(spec.lr) if spec.optimizer == "adam" else None
     private = not isinstance(policy, NoClip)
@@ -492,7 +493,7 @@ def train_bank(X: np.ndarray, y: np.ndarray, group: np.ndarray, membership: np.n
         algorithm=spec.algorithm, sigma_g=sigma_g, sigma_b=sigma_b, sigma_s=sigma_s, sigma_eff=sigma_eff,
         sample_rate=float(q[m]),
         steps=steps, delta=spec.delta, accountant=spec.accountant, epsilon=spent[float(q[m])],
-        target_epsilon=spec.target_epsilon, guaranteed=policy.guaranteed and get_rule(spec.algorithm).private,
+        target_epsilon=spec.target_epsilon, guaranteed=policy.guaranteed and rule.private,
         public_assumptions=_public_assumptions(spec),
     ) for m in range(M)]
     return TrainedBank(spec=spec, input_shape=input_shape, n_classes=n_classes,

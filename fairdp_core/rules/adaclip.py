@@ -17,6 +17,7 @@ class AdaClipRule(CountRule):
     label = "AdaClip"
     color = "#000000"
     config = "adaclip"
+    fields = ("gamma", "eta_q", "sigma_b", "c_min", "q_max")  # q_max: AdaClip's C_max
     make_private = "make_private_adaclip"
     count_sensitivity = 0.5  # the centred count (Andrew et al., Theorem 1): noise multiplier 2σ_b
 

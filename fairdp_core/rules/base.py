@@ -11,8 +11,13 @@ Opacus optimizers know a rule only through this interface and the registry (:mod
 - ``guaranteed``: whether the stated ε holds (False for a rule whose statistics are not privatised);
 - ``uses_clip``: whether ``train.clip`` (or its override) reaches the rule, as its fixed or initial bound;
 - ``config``: the attribute of ``train`` in params.yaml that holds the rule's own settings (None: none);
+- ``fields``: the rule's own fields of the engine's :class:`~fairdp_core.engine.trainer.TrainSpec` (of
+  :data:`RULE_FIELDS`), the only ones it may read: the trainer hands the rule the spec through a :class:`RuleView`,
+  so a rule that reads another rule's field (say AdaClip's cap, stored as ``q_max``, DP-SGD-S's Q cap) fails at once
+  instead of training with the other rule's constant;
 - :meth:`Rule.plan_fields`: those settings as the fields of the engine's
-  :class:`~fairdp_core.engine.trainer.TrainSpec` (the stored spec, from which release keys are derived);
+  :class:`~fairdp_core.engine.trainer.TrainSpec` (the stored spec, from which release keys are derived), exactly
+  ``fields`` (tests/test_rules.py);
 - :meth:`Rule.sigmas`: the split of the calibrated σ_eff between the gradient and each statistic released;
 - :meth:`Rule.policy`: the :class:`~fairdp_core.rules.policy.ClipPolicy` that trains it;
 - :meth:`Rule.public_assumptions`: the constants the accounting treats as public;
@@ -30,7 +35,15 @@ if TYPE_CHECKING:
     from ..engine.trainer import TrainSpec
     from .policy import ClipPolicy
 
-__all__ = ["COMMON_ASSUMPTIONS", "CountRule", "Rule", "Sigmas", "count_sigmas", "default_sigma_b"]
+__all__ = ["COMMON_ASSUMPTIONS", "RULE_FIELDS", "CountRule", "Rule", "RuleView", "Sigmas", "count_sigmas",
+           "default_sigma_b"]
+
+# The TrainSpec fields that belong to rules, each to those that declare it in ``Rule.fields``; the others (the model,
+# the schedule, lr, C, ε and its accountant) are every rule's. Their names are the stored spec's (release keys hash
+# them), so a rule may store a setting of its own under another rule's name: AdaClip's C_max as ``q_max``,
+# DPSGD-Global-Adapt's initial Z and threshold as ``q_init`` and ``tau``; each rule module says which.
+RULE_FIELDS = ("tau", "gamma", "eta_q", "sigma_b", "c_min", "q_init", "q_max", "count_floor", "ema_momentum",
+               "percentile", "ratio_cap", "sigma_s")
 
 # What every private rule's accounting treats as public, before the rule's own constants.
 COMMON_ASSUMPTIONS = ("n_m, the size of model m's training pool (for q_m = B / n_m and T = E·mean(n_m) / B)",
@@ -59,7 +72,12 @@ class Rule:
     private: ClassVar[bool] = True
     uses_clip: ClassVar[bool] = True
     config: ClassVar[str | None] = None
+    fields: ClassVar[tuple[str, ...]] = ()
     make_private: ClassVar[str | None] = None
+
+    def view(self, spec: TrainSpec) -> RuleView:
+        """``spec`` as this rule may read it (:class:`RuleView`)."""
+        return RuleView(spec, self)
 
     def plan_fields(self, train: Any, run: Any, override: Any) -> dict[str, object]:
         """The rule's own TrainSpec fields, from ``train`` (params' TrainConfig), the run and ``override(key,
@@ -77,6 +95,27 @@ class Rule:
     def public_assumptions(self, spec: TrainSpec) -> tuple[str, ...]:
         """The rule's constants that the accounting treats as public (after :data:`COMMON_ASSUMPTIONS`)."""
         return ()
+
+
+class RuleView:
+    """A spec as one rule may read it: every common field and the rule's own ``fields``; reading another of
+    :data:`RULE_FIELDS` raises AttributeError naming the rule and its fields."""
+
+    __slots__ = ("_rule", "_spec")
+
+    def __init__(self, spec: TrainSpec, rule: Rule) -> None:
+        object.__setattr__(self, "_spec", spec)
+        object.__setattr__(self, "_rule", rule)
+
+    def __getattr__(self, name: str) -> Any:
+        rule = object.__getattribute__(self, "_rule")
+        if name in RULE_FIELDS and name not in rule.fields:
+            raise AttributeError(f"rule {rule.name!r} read the spec's {name!r}, which is not one of its fields "
+                                 f"({', '.join(rule.fields) or 'none'}): declare it in {type(rule).__name__}.fields")
+        return getattr(object.__getattribute__(self, "_spec"), name)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError("a rule's view of its spec is read-only")
 
 
 def default_sigma_b(spec: TrainSpec) -> float:

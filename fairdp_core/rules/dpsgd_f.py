@@ -16,6 +16,7 @@ class DPSGDF(CountRule):
     label = "DPSGD-F"
     color = "#E69F00"
     config = "dpsgd_f"
+    fields = ("sigma_b",)
     make_private = "make_private_dpsgd_f"
 
     def plan_fields(self, train, run, override):

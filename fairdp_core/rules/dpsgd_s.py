@@ -27,6 +27,7 @@ class DPSGDS(Rule):
     color = "#D55E00"
     uses_clip = False
     config = "dpsgd_s"
+    fields = ("tau", "gamma", "c_min", "q_init", "eta_q", "sigma_b", "q_max", "count_floor")
     make_private = "make_private_dpsgd_s"
 
     def plan_fields(self, train, run, override):

@@ -20,6 +20,7 @@ class DPSGDSNonprivate(Rule):
     guaranteed = False
     uses_clip = False
     config = "dpsgd_s_nonprivate"
+    fields = ("tau", "gamma", "c_min", "q_init", "ema_momentum", "percentile")  # γ stored, not read
 
     def plan_fields(self, train, run, override):
         ns = train.dpsgd_s_nonprivate

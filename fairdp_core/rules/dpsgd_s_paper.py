@@ -18,6 +18,7 @@ class DPSGDSPaper(Rule):
     label = "DP-SGD-S (paper rule)"
     color = "#009E73"
     config = "dpsgd_s_paper"
+    fields = ("ratio_cap", "sigma_s", "sigma_b", "c_min", "count_floor")
 
     def plan_fields(self, train, run, override):
         pr = train.dpsgd_s_paper

@@ -17,6 +17,7 @@ class DPSGDSPaperCode(Rule):
     color = "#CC79A7"
     guaranteed = False
     config = "dpsgd_s_paper"
+    fields = ("ratio_cap", "c_min")
 
     def plan_fields(self, train, run, override):
         pr = train.dpsgd_s_paper

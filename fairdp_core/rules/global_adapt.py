@@ -17,6 +17,7 @@ class GlobalAdapt(CountRule):
     label = "DPSGD-Global-Adapt"
     color = "#56B4E9"
     config = "global_adapt"
+    fields = ("q_init", "tau", "gamma", "eta_q", "sigma_b")  # q_init: the initial Z; tau: the threshold τ
     make_private = "make_private_global_adapt"
 
     def plan_fields(self, train, run, override):

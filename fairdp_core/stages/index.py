@@ -1,7 +1,8 @@
 """The ``index`` stage: reports/index.html, reports/metrics.json, reports/main_table.csv and reports/claims_table.csv.
 
 The page opens with the paper's claims decided by the claims campaign (reports/paper/claims/,
-reports/paper/claims_mnist/ and reports/paper/claims_mnist_cnn/, rendered by :mod:`fairdp_core.claims_report`), then this profile's own runs
+reports/paper/claims_mnist/ and reports/paper/claims_mnist_cnn/,
+rendered by :mod:`fairdp_core.claims_report`), then this profile's own runs
 (:func:`fairdp_core.reporting.build_index`).
 """
 
