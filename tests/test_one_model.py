@@ -278,6 +278,7 @@ def _saved_model_and_records(tmp_path, *, leak: bool):
     return path, csv
 
 
+@pytest.mark.slow  # end to end: 26 s beside other jobs: make test-slow (CI runs both suites)
 def test_the_command_audits_a_saved_model_with_a_planted_leak_and_one_without(tmp_path, capsys):
     """--model-file: an exported model that memorised group f's training records is found riskier for f (Δ's
     interval above 0); a fixed rule that never saw the records has both groups' advantage intervals holding 0."""

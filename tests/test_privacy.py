@@ -436,6 +436,7 @@ def test_opacus_optimizer_noise_is_sigma_g_times_max_bound_over_all_groups():
     assert _rel_err(grads["fc.weight"].flatten(), split_sigma(1.3, 6.0) * 3.0) < 0.02
 
 
+@pytest.mark.slow  # statistical: 31 s beside other jobs: make test-slow (CI runs both suites)
 def test_opacus_optimizer_count_noise_is_present_at_its_scale():
     """Seed 0, 1,000 steps × 4 cells (SE of the std 1.1%): the released counts minus the exact ones (all-zero
     inputs: every norm is below Q_init = 10 until Q moves, so the exact counts are (3, 2, 0, 0) while Q ≥ the

@@ -99,6 +99,7 @@ def test_in_process_shards_concatenate_to_the_bank(data, single):
     _assert_same_bank(single["mlp-dpsgd_s"], concat_banks(parts))
 
 
+@pytest.mark.slow  # 18 s beside other jobs: make test-slow (CI runs both suites)
 def test_the_equality_check_fails_for_wrongly_keyed_shards(data, single):
     """Controls: (a) streams keyed by the position within the shard (stream_ids 0, 1, 2, 0, 1, 2) give the second
     shard the first shard's initialisation, batches and noise; (b) shards trained as banks of their own compute
