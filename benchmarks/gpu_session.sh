@@ -3,7 +3,8 @@
 # default claims_mnist_pilot, part PILOT_PART, default mnist-cnn-e10; summaries written straight to $OUT/pilot, so a
 # lease cut short still returns the runs done; runs already in PILOT_DONE, default
 # reports/paper/<PILOT_PROFILE>_gpu, are skipped), then the gpu profile's times per step.
-# UTKFace's pilot: PILOT_PROFILE=claims_utkface_pilot PILOT_PART=utkface-cnn-e10 WORKERS=4 SKIP_CHECK=1 T_TIME=0,
+# UTKFace's pilot: PILOT_PROFILE=claims_utkface_pilot PILOT_PART=utkface-cnn-e10 WORKERS=4 SKIP_CHECK=1 T_TIME=0
+# T_PILOT=480 (a bank cut short by the limit loses its work, so give the pilot most of the lease),
 # with .devdata holding the UTKFace mirror alone (the MNIST one as well would pass the 64 MiB the lease carries).
 # Carry .whl (opacus, pydantic and their pure-Python needs as cp312 wheels) and .devdata (the MNIST mirror and
 # nothing else). Once, here, in the repository root:
@@ -41,13 +42,17 @@ $PY -m fairdp_core.cli set compute.workers=${WORKERS:-2} || exit 1
 mkdir -p $OUT/pilot
 cp ${PILOT_DONE:-reports/paper/${PROFILE}_gpu}/*.json $OUT/pilot/ 2>/dev/null  # runs done in an earlier lease are skipped
 pilot() { timeout $1 $PY -m fairdp_core.cli claims run ${PILOT_PART:-mnist-cnn-e10} --min-seeds 2 --allow-dirty --quiet \
-  --summaries $OUT/pilot 2>&1 | grep -v Warning | tail -20 | tee -a $OUT/pilot.log; return ${PIPESTATUS[0]}; }
+  --summaries $OUT/pilot 2>&1 | grep --line-buffered -v Warning | tee -a $OUT/pilot.log | tail -20; return ${PIPESTATUS[0]}; }
 TP=$(( $(date +%s) + ${T_PILOT:-330} ))
 pilot ${T_PILOT:-330}; rc=$?
 if [ $rc -ne 0 ] && [ $rc -ne 124 ] && [ "${WORKERS:-2}" != 1 ]; then  # sharding failed here: one process instead
-  el "pilot failed (rc $rc) with ${WORKERS:-2} workers; again with 1"
-  $PY -m fairdp_core.cli set compute.workers=1 && pilot $(( TP - $(date +%s) ))
+  left=$(( TP - $(date +%s) ))
+  el "pilot failed (rc $rc) with ${WORKERS:-2} workers; again with 1 ($left s left)"
+  if [ "$left" -gt 30 ]; then  # `timeout 0` would mean no limit, and a negative one never runs
+    $PY -m fairdp_core.cli set compute.workers=1 && { pilot "$left"; rc=$?; }
+  fi
 fi
+el "pilot rc $rc"
 tar czf $OUT/timings.tgz results/timings 2>/dev/null
 el "timing"
 [ "${T_TIME:-100}" = 0 ] || timeout ${T_TIME:-100} $PY benchmarks/gpu_timing.py --device ${DEV:-cuda} --out $OUT ${TIME_ARGS:-} 2>&1 | tail -25 | tee $OUT/timing.log

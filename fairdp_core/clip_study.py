@@ -30,7 +30,7 @@ import math
 import os
 import tempfile
 import time
-from dataclasses import asdict, replace
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -157,6 +157,7 @@ def _config(params: Params, dataset: str, seed: int, data, *, model: str, epsilo
     """Both arms of one (dataset, seed): tune C, train, audit."""
     from .clip_tuning import composed_epsilon, tune_clip
     from .engine import train_bank
+    from .engine.trainer import spec_fields
     from .seeding import derive_seed
     from .stages.design import write_design
     from .stages.plan import attack_plan, train_plan
@@ -183,7 +184,7 @@ def _config(params: Params, dataset: str, seed: int, data, *, model: str, epsilo
         bank = train_bank(data.train.X, data.train.y, data.train.group, membership, s, n_classes=data.n_classes,
                           n_groups=data.n_groups, seed=plan["bank_seed"], device=params.train.device, progress=False)
         arms[arm] = _audit(bank, data, design, aplan, eval_batch=params.audit.eval_batch)
-        arms[arm].update(spec=asdict(s), bank_seed=plan["bank_seed"], design=_design_digest(design))
+        arms[arm].update(spec=spec_fields(s), bank_seed=plan["bank_seed"], design=_design_digest(design))
     acc_a, acc_b = arms["A"]["accounting"], arms["B"]["accounting"]
     eps_b_total = composed_epsilon(acc_b["sigma_eff"], sample_rate=acc_b["sample_rate"], steps=acc_b["steps"],
                                    delta=acc_b["delta"], epsilon_q=epsilon_q)

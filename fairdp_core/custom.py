@@ -30,7 +30,7 @@ import os
 import sys
 import warnings
 from collections.abc import Callable, Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -410,6 +410,7 @@ def audit_model(X: np.ndarray, y: np.ndarray, groups: np.ndarray, *, model="mlp"
     the majority of the bank's OUT models classify the record correctly), always added."""
     from .engine import TrainSpec, bank_accounting, train_bank
     from .engine.backends import UnsupportedModule, check_module
+    from .engine.trainer import spec_fields
 
     if algorithm not in ("sgd", "dpsgd", "dpsgd_s", "dpsgd_s_paper"):
         raise ValueError(f"algorithm {algorithm!r}: one of sgd, dpsgd, dpsgd_s, dpsgd_s_paper")
@@ -483,7 +484,7 @@ def audit_model(X: np.ndarray, y: np.ndarray, groups: np.ndarray, *, model="mlp"
         yt = np.asarray(y_test)
         balanced = float(np.mean([(pred[:, yt == c] == c).mean() for c in np.unique(yt)]))
         info["degenerate"] = is_degenerate(info["largest_predicted_class_share"], balanced, n_classes)
-    info["spec"] = asdict(spec)
+    info["spec"] = spec_fields(spec)  # as a saved bank stores it
     return audit_bank(loss, mem, g[idx], logits=logits, y=y[idx], group_names=group_names, slices=cuts,
                       intersections=intersections, alpha=alpha, seed=seed, delta=delta, title=title, extra=info)
 

@@ -32,12 +32,14 @@ __all__ = ["main", "validation_sweep"]
 
 
 def validation_sweep(data, model: str, *, grid: dict[str, list], algorithms: list[str], epsilons: list[float],
-                     base: dict, seed: int, M: int = 2, val_fraction: float = 0.2, validation: str = "train",
+                     base: dict, seed: int, M: int = 2, rule_fields: dict[str, dict] | None = None,
+                     val_fraction: float = 0.2, validation: str = "train",
                      m: int | None = None, min_per_group: int = 1, progress: bool = True) -> list[dict]:
     """One row per (setting, algorithm, ε): validation accuracy, balanced accuracy, top predicted-class share.
 
     ``data``: prepared GroupedData; ``grid``: TrainSpec field -> values (their product is swept); ``base``: the
-    TrainSpec fields every run shares (e.g. batch_size, delta, the DP-SGD-S constants).
+    TrainSpec fields every run shares (e.g. batch_size, delta); ``rule_fields``: per algorithm, its rule's own
+    fields (each rule at its own settings, never another rule's).
 
     ``validation="train"``: every model fits the same ``1 - val_fraction`` of the training split and is scored on the
     rest of it. ``validation="test"``: each model trains as an audited model does, on the records outside an audit
@@ -82,7 +84,8 @@ def validation_sweep(data, model: str, *, grid: dict[str, list], algorithms: lis
     rows = []
     for combo, alg, eps in tqdm(jobs, desc=f"tune {model}", disable=not progress):
         setting = dict(zip(keys, combo))
-        spec = TrainSpec(algorithm=alg, model=model, target_epsilon=eps, **{**base, **setting})
+        own = (rule_fields or {}).get(alg, {})
+        spec = TrainSpec(algorithm=alg, model=model, target_epsilon=eps, **{**base, **own, **setting})
         bank = train_bank(X, y, g, membership, spec, n_classes=data.n_classes,
                           n_groups=data.n_groups, seed=seed, progress=False)
         pred = bank.evaluate(Xv, yv)[1].argmax(-1)  # [M, n_val]
@@ -155,15 +158,27 @@ def main(argv: list[str] | None = None) -> int:
         if args.dataset is None:
             raise ConfigError("fairdp tune: give --dataset (or --run)")
         base = {"batch_size": t.batch_size, "delta": t.delta, "accountant": t.accountant, "hidden": t.hidden,
-                "lr": t.lr, "epochs": t.epochs, "clip": t.clip, **t.dpsgd_s.model_dump()}
+                "lr": t.lr, "epochs": t.epochs, "clip": t.clip}
+    # each rule at its own settings from params (train.<its config>): AdaClip's cap, Global-Adapt's Z, not DP-SGD-S's
+    # constants under the same field names; with --run the run's plan already holds them
+    from types import SimpleNamespace
+
+    from .rules import get as get_rule
+
+    rule_fields = None if args.run is not None else {
+        a: get_rule(a).plan_fields(t, SimpleNamespace(gamma=None, tau=None), lambda key, default: default)
+        for a in args.algorithms}
     for k in grid:
         base.pop(k, None)
+        for own in (rule_fields or {}).values():
+            own.pop(k, None)
     val_fraction = args.val_fraction if args.val_fraction is not None else (0.2 if args.validation == "train" else 0.5)
     if not 0 < val_fraction < 1:
         raise ConfigError(f"--val-fraction must lie strictly between 0 and 1, got {val_fraction}")
     data = load(params.resolve(params.data.prepared_dir) / args.dataset)
     rows = validation_sweep(data, args.model, grid=grid, algorithms=args.algorithms, epsilons=args.epsilons,
-                            base=base, seed=params.seed, M=args.models, validation=args.validation,
+                            base=base, rule_fields=rule_fields, seed=params.seed, M=args.models,
+                            validation=args.validation,
                             val_fraction=val_fraction, m=params.audit.m_for(len(data.train.y)),
                             min_per_group=params.audit.min_per_group)
     stem = args.run or f"{args.dataset}-{args.model}"
@@ -174,7 +189,8 @@ def main(argv: list[str] | None = None) -> int:
         "tuning outside ε: each model trains as an audited model of the profile does (outside the audit set and on "
         f"a stratified half of it); chosen on a seeded {val_fraction:.0%} of the test split; rest_accuracy is on the "
         "rest of the test split, which the choice never saw")
-    doc = {"dataset": args.dataset, "model": args.model, "run": args.run, "seed": params.seed, "base": base, "grid": grid,
+    doc = {"dataset": args.dataset, "model": args.model, "run": args.run, "seed": params.seed, "base": base,
+           "rule_fields": rule_fields, "grid": grid,
            "validation": args.validation, "note": note, "rows": rows}
     with atomic_path(out) as tmp:
         Path(tmp).write_text(json.dumps(doc, indent=1) + "\n")

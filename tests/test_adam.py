@@ -77,6 +77,10 @@ def test_sgd_release_keys_and_plans_are_unchanged_by_the_option():
     old = {k: v for k, v in dataclasses.asdict(spec).items() if k != "optimizer"}
     blob = json.dumps(old, sort_keys=True, default=str).encode()
     assert release_key(spec) == int.from_bytes(hashlib.sha256(blob).digest()[:8], "big") % (2**63 - 1)
+    # golden: the keys of two specs as the code before the option computed them (its commit 352185f)
+    assert release_key(spec) == 5161900553481454404
+    assert release_key(TrainSpec(algorithm="dpsgd_s_paper", model="cnn", target_epsilon=10.0, clip=10.0, epochs=20,
+                                 lr=0.2, ratio_cap=2.0)) == 6301271956524552433
     assert release_key(dataclasses.replace(spec, optimizer="adam")) != release_key(spec)
     with pytest.raises(ValueError, match="optimizer"):
         TrainSpec(algorithm="sgd", optimizer="rmsprop")
@@ -118,3 +122,35 @@ def test_saved_banks_store_the_optimizer_only_when_set(tmp_path):
         stored = torch.load(tmp_path / f"{optimizer}.pt", weights_only=False)["spec"]
         assert ("optimizer" in stored) == (optimizer == "adam")
         assert TrainedBank.load(tmp_path / f"{optimizer}.pt").spec.optimizer == optimizer
+
+
+def test_adam_gets_the_noised_clipped_sum_over_the_expected_batch_size(monkeypatch):
+    """What the engine hands Adam: a DP bank with every record in its one batch (q = 1) and a bound C no gradient
+    reaches, so the clipped sum is the plain gradient sum. The scale is 1/B, and grads minus that sum (read off an
+    SGD bank of the same initial weights: θ₀ − θ₁ = lr/B · Σ g) is Gaussian noise of std σ·C (50 models × 14
+    weights; seeded, 10%). Adam on the clean sum, or the wrong scale, fails."""
+    seen = []
+    real = _Adam.step
+
+    def spy(self, params, grads, scale):
+        if not seen:
+            seen.append(({n: g.clone() for n, g in grads.items()}, scale))
+        return real(self, params, grads, scale)
+
+    monkeypatch.setattr(_Adam, "step", spy)
+    rng = np.random.default_rng(0)
+    n, M, C, sigma = 600, 50, 1000.0, 1.0
+    X = rng.normal(size=(n, 6)).astype(np.float32)
+    y = (X[:, 0] > 0).astype(np.int64)
+    mem = np.ones((M, n), bool)
+
+    def bank(**kw):
+        spec = TrainSpec(model="lr", epochs=1, batch_size=n, **kw)
+        return train_bank(X, y, np.zeros(n, np.int64), mem, spec, n_classes=2, n_groups=1, seed=5, progress=False)
+
+    bank(algorithm="dpsgd", lr=0.01, clip=C, noise_multiplier=sigma, optimizer="adam")
+    grads, scale = seen[0]
+    assert scale == 1 / n
+    start, step = bank(algorithm="sgd", lr=1e-30), bank(algorithm="sgd", lr=1.0)
+    noise = torch.cat([(grads[k] - (start.params[k] - step.params[k]) * n).flatten() for k in grads]).double()
+    assert abs(noise.std().item() / (sigma * C) - 1) < 0.1 and abs(noise.mean().item()) < 0.1 * sigma * C

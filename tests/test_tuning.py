@@ -143,3 +143,26 @@ def test_run_unknown_is_a_config_error(project):
         tuning.main(["--params", str(project / "params.yaml"), "--run", "nope", "--lr", "0.1"])
     with pytest.raises(ConfigError, match="--val-fraction"):
         tuning.main(["--params", str(project / "params.yaml"), "--run", RUN, "--lr", "0.1", "--val-fraction", "0"])
+
+
+def test_without_a_run_each_rule_sweeps_at_its_own_settings(project, monkeypatch):
+    """`fairdp tune --dataset`: every algorithm trains with its own rule's settings from params (Global-Adapt's
+    initial Z 100 and η 1, AdaClip's γ), never DP-SGD-S's constants stored under the same field names (q_init 1,
+    η 0.2); a swept key is left to the grid; DP-SGD gets no rule fields at all."""
+    seen = {}
+
+    def fake_sweep(data, model, **kw):
+        seen.update(kw)
+        return []
+
+    monkeypatch.setattr(tuning, "validation_sweep", fake_sweep)
+    assert tuning.main(["--params", str(project / "params.yaml"), "--dataset", "law_paper", "--algorithms", "dpsgd",
+                        "global_adapt", "adaclip", "dpsgd_s", "--gamma", "0.8", "--out",
+                        str(project / "t.json")]) == 0
+    t = load_params(project / "params.yaml").train
+    assert not set(seen["base"]) & {"q_init", "tau", "gamma", "eta_q", "q_max"}
+    own = seen["rule_fields"]
+    assert own["dpsgd"] == {}
+    assert (own["global_adapt"]["q_init"], own["global_adapt"]["eta_q"]) == (t.global_adapt.z_init, t.global_adapt.eta)
+    assert own["adaclip"]["q_max"] == t.adaclip.c_max and own["dpsgd_s"]["q_max"] == t.dpsgd_s.q_max
+    assert "gamma" not in own["adaclip"] and seen["grid"] == {"gamma": [0.8]}
