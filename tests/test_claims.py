@@ -28,7 +28,7 @@ PAPER_CONFIGS = {"adult": (5.0, 20), "bank": (5.0, 20), "law_paper": (10.0, 20),
 # Cells whose arms run at their own lr, tuned outside ε (docs/claims.md): COMPAS, where at the paper's lr the arms
 # are not a like-for-like test.
 TUNED_LR = {("compas", "dpsgd"): 0.2, ("compas", "dpsgd_s_paper"): 0.5, ("compas", "dpsgd_s"): 0.2,
-            ("compas", "dpsgd_s_paper_code"): 2.0}
+            ("compas", "dpsgd_s_paper_code"): 2.0, ("credit", "dpsgd_s"): 2.0, ("law_paper", "dpsgd_s"): 1.0}
 
 
 def _profile_params(tmp_path_factory, profile: str):
