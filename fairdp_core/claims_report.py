@@ -182,7 +182,7 @@ FIRST_SCREEN_NAMES = {
     "dpsgd_s_paper_code": "<b>Paper's algorithm as published</b> (<code>dpsgd_s_paper_code</code>, not DP)",
     "dpsgd_s": "<b>This study's quantile reading</b> (<code>dpsgd_s</code>)",
 }
-SHORT_DESIGN = "m = n, 2R = 400 (MNIST: 64), paper's C and epochs"
+SHORT_DESIGN = "m = n, 2R = 400 (MNIST: 64), paper's C, epochs"
 
 
 def _answer(paper: pd.DataFrame, have: int, cells: int) -> str:
@@ -288,7 +288,7 @@ def claims_first_screen(summaries_dir: Path, profile: Path, frame: tuple | None 
     return (
         f"<div class='findings'>{question}<p><b>{html.escape(_answer(paper, len(have), len(cells)))}</b></p>"
         f"<ul>{lines}</ul>"
-        "<table id='quoted-claims'><caption>The paper's quoted claims, ε = 10: Δ(rule) − Δ(DP-SGD), "
+        "<table id='quoted-claims'><caption>The paper's claims, ε = 10: Δ(rule) − Δ(DP-SGD), "
         f"pp, Bonferroni 95%; {SHORT_DESIGN} (<a href='#claims'>details</a>).</caption>"
         "<tr><th>cell</th><th>paper Δ (pp)</th><th>in-sample</th><th>cross-fitted</th><th>seeds</th>"
         f"<th>verdict</th><th>released code</th></tr>{''.join(rows)}</table></div>")
