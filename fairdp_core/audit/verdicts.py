@@ -103,6 +103,12 @@ def _delta(s: dict, attack: str) -> float:
     return float("nan") if v is None else float(v)
 
 
+def _lr(runs: dict, seeds: list) -> float:
+    """The arm's learning rate over ``seeds`` (NaN when the summaries hold no plan, or it varies)."""
+    lrs = {((runs[s].get("plan") or {}).get("train") or {}).get("spec", {}).get("lr") for s in seeds}
+    return float(lrs.pop()) if len(lrs) == 1 and None not in lrs else float("nan")
+
+
 def claims_table(summaries: list[dict], *, alpha: float = 0.05, family: int | None = None) -> pd.DataFrame:
     """One row per cell × DP-SGD-S rule: accuracies, Δ of both arms, the paired differences under both estimators
     with the Bonferroni interval and p over a family of ``family`` rows (default: the rows present), the Holm p, the
@@ -127,7 +133,8 @@ def claims_table(summaries: list[dict], *, alpha: float = 0.05, family: int | No
                    "balanced_rule": float(np.mean([arm[s]["accuracy"]["balanced"] for s in seeds])),
                    "degenerate_dpsgd": any(degenerate(base[s]["accuracy"], n_classes) for s in seeds),
                    "degenerate_rule": any(degenerate(arm[s]["accuracy"], n_classes) for s in seeds),
-                   "clipped_dpsgd": _clipped(base, seeds), "clipped_rule": _clipped(arm, seeds)}
+                   "clipped_dpsgd": _clipped(base, seeds), "clipped_rule": _clipped(arm, seeds),
+                   "lr_dpsgd": _lr(base, seeds), "lr_rule": _lr(arm, seeds)}
             for est, attack in ESTIMATORS.items():
                 a = np.array([_delta(arm[s], attack) for s in seeds])
                 b = np.array([_delta(base[s], attack) for s in seeds])
