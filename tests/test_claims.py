@@ -424,15 +424,21 @@ def test_robustness_notes_recompute_from_the_committed_reruns(tmp_path):
     html = robustness_notes(robust, summaries, k)
     page = (ROOT / "reports" / "index.html").read_text()
     assert html and html in page
+    listed = 0
     for d in checks:
         alt = load_summaries(None, files=sorted(d.glob("*.json")))
         cells = {(s["dataset"], float(s["epsilon"])) for s in alt}
         mixed = [s for s in summaries if (s["dataset"], float(s["epsilon"] or 0)) in cells
                  and s["algorithm"] != "dpsgd"] + alt
         df = claims_table(mixed, family=k)
-        for r in df[df.rule == "dpsgd_s_paper"].itertuples():
+        lr_alt = {s["plan"]["train"]["spec"]["lr"] for s in alt}
+        same = df[df.lr_rule.isin(lr_alt)]  # the rules at the rerun's lr: the pair differs in the rule alone
+        assert len(same), d
+        for r in same.itertuples():
             assert f"{r.diff_cross_fit:+.2f} [{r.lo_bonf_cross_fit:+.2f}, {r.hi_bonf_cross_fit:+.2f}] cross-fitted" in html
             assert f"ε = {r.epsilon:g}" in html and r.verdict in html
+        listed += len(same)
+    assert html.count("<li>") == listed  # and no rule at another lr than the rerun's
     other = next(s for s in summaries if s["algorithm"] != "dpsgd")
     (tmp_path / "check").mkdir()
     (tmp_path / "check" / "a.json").write_text(json.dumps(other))
