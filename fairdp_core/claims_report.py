@@ -38,8 +38,8 @@ DESIGN = ("the paper's design: every training record audited (m = n), each model
           "models per configuration (MNIST: 2R = 64; for the MLP the design its SD pilot chose, for the CNN what fits 2 "
           "CPU cores, docs/claims.md), batch 256, lr 0.1 (COMPAS and MNIST's CNN: each arm at its own lr; the quantile "
           "reading on Credit and Law at its own, 2 and 1, against DP-SGD at 0.1, so its verdicts there mix the rule "
-          "with a 10-20× larger step, which can raise Δ by itself; every lr tuned outside ε on half the test split, "
-          "docs/claims.md), the "
+          "with a 10-20× larger step (on Law, DP-SGD at lr 1 has a lower Δ: the robustness checks below); every lr "
+          "tuned outside ε on half the test split, docs/claims.md), the "
           "paper's per-dataset clip bound and epochs; Poisson sampling, RDP accountant, δ = 1e-5")
 
 
