@@ -359,7 +359,7 @@ def claims_section(summaries_dir: Path, profile: Path, frame: tuple | None = Non
                 f"<td>{_diff(row, 'cross_fit')}</td><td>{_diff(row, 'in_sample')}</td>"
                 f"<td>{100 * r.accuracy_dpsgd:.1f} / {100 * r.accuracy_rule:.1f}</td><td>{r.seeds}</td>"
                 f"<td class='verdict'><b>{html.escape(_verdict_text(row, base))}</b>"
-                f"<div class='small'>clipped (rule): {clip or '—'}</div></td></tr>")
+                f"<div class='small'>clipped (rule): {clip or '—'}{_own_lr(r)}</div></td></tr>")
         rows.append(f"<tr class='acct'><td colspan='10'>{_baseline_line(summaries, cell, base)} {acct}</td></tr>")
     k = int(df.family.iloc[0])
     cost = _cost(summaries)
@@ -393,6 +393,14 @@ ROBUSTNESS = "reports/paper/robustness"
 
 ROBUST_NAMES = {"dpsgd_s_paper": "The paper's rule made DP", "dpsgd_s": "The quantile reading",
                 "dpsgd_s_paper_code": "The released code"}
+
+
+def _own_lr(r) -> str:
+    """The qualifier of a row whose arms ran at different lrs (each tuned outside ε)."""
+    a, b = getattr(r, "lr_rule", float("nan")), getattr(r, "lr_dpsgd", float("nan"))
+    if not (np.isfinite(a) and np.isfinite(b)) or a == b:
+        return ""
+    return f"; own lr: the rule at {a:g}, DP-SGD at {b:g} (a difference in Δ may be the lr's)"
 
 
 def robustness_notes(robust_dir: Path | None, summaries: list[dict], family: int) -> str:
