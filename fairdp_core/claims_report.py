@@ -231,9 +231,7 @@ def _rule_line(df: pd.DataFrame, rule: str) -> str:
     g = df[df.rule == rule]
     v = g.verdict.value_counts()
     # cells whose arms ran at different lrs (each tuned outside ε): a difference in Δ there may be the lr's
-    differ = ((g.lr_rule != g.lr_dpsgd) & g.lr_rule.notna() & g.lr_dpsgd.notna() if {"lr_rule", "lr_dpsgd"} <= set(g)
-              else pd.Series(False, index=g.index))
-    own = g.verdict[differ].value_counts()
+    own = g.verdict[(g.lr_rule != g.lr_dpsgd) & g.lr_rule.notna() & g.lr_dpsgd.notna()].value_counts()
     counts = [f"{k} {int(v.get(key, 0))}" + (f" ({int(own[key])} own lr)" if own.get(key, 0) else "")
               for k, key in (("lower", "reproduced"), ("higher", "contradicted"), ("no change", "not detected"),
                              ("estimator-dependent", "depends on the estimator"))
@@ -397,7 +395,7 @@ ROBUST_NAMES = {"dpsgd_s_paper": "The paper's rule made DP", "dpsgd_s": "The qua
 
 def _own_lr(r) -> str:
     """The qualifier of a row whose arms ran at different lrs (each tuned outside ε)."""
-    a, b = getattr(r, "lr_rule", float("nan")), getattr(r, "lr_dpsgd", float("nan"))
+    a, b = r.lr_rule, r.lr_dpsgd
     if not (np.isfinite(a) and np.isfinite(b)) or a == b:
         return ""
     return f"; own lr: the rule at {a:g}, DP-SGD at {b:g} (a difference in Δ may be the lr's)"
