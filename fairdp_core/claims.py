@@ -43,7 +43,8 @@ NUMERICS_VERSION = 1
 # null-corrected PA-ALOOA estimator and PA-GBA are left out (together half the attack stage at m = n).
 # The profiles the campaign runs: the claims profile, the SD pilot that chooses its MNIST design, that design for the
 # MLP, the CNN's design on 2 CPU cores, and UTKFace's SD pilot (on a GPU).
-CAMPAIGN_PROFILES = ("claims", "claims_mnist_pilot", "claims_mnist", "claims_mnist_cnn", "claims_utkface_pilot")
+CAMPAIGN_PROFILES = ("claims", "claims_mnist_pilot", "claims_mnist", "claims_mnist_cnn", "claims_utkface_pilot",
+                     "claims_utkface")
 CLAIMS_ATTACKS = ("alooa_cross_fit", "alooa_in_sample", "ga", "lira_online", "lira_offline", "rmia")
 
 

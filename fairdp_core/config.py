@@ -531,6 +531,7 @@ class Params(_Strict):
     seed: Annotated[int, Field(ge=0)]
     profile: Literal["smoke", "default", "pilot", "pilot_law", "pilot_mnist_cnn", "full", "paper", "gpu",
                      "claims", "claims_mnist_pilot", "claims_mnist", "claims_mnist_cnn", "claims_utkface_pilot",
+                     "claims_utkface",
                      "custom"] = "custom"
     data: DataConfig
     train: TrainConfig = Field(default_factory=TrainConfig)

@@ -44,7 +44,7 @@ def law_smoke(project, monkeypatch):
 
 @pytest.mark.parametrize("profile", ["smoke", "default", "pilot", "pilot_law", "pilot_mnist_cnn", "full", "paper",
                                      "gpu", "claims_mnist_pilot", "claims_mnist", "claims_mnist_cnn",
-                                     "claims_utkface_pilot"])
+                                     "claims_utkface_pilot", "claims_utkface"])
 def test_profiles_are_valid(project, profile):
     use_profile(profile, project / "params.yaml", project / "profiles")
     p = load_params(project / "params.yaml")
@@ -99,6 +99,15 @@ def test_profiles_are_valid(project, profile):
         specs = [train_plan(p, name)["spec"] for name in p.runs]
         assert {(s["lr"], s["epochs"], s["batch_size"], s["clip"], s["optimizer"]) for s in specs} == {
             (0.001, 20, 256, 10.0, "adam")}
+    if profile == "claims_utkface":  # the CPU design: 2R = 8, 3 epochs, 6 paired seeds, the paper's config otherwise
+        from fairdp_core.stages.plan import train_plan
+
+        assert p.audit.m == "all" and p.audit.R == 4 and len(p.runs) == 2 * 6
+        assert p.data.datasets["utkface"].train_size is None
+        assert {r.algorithm for r in p.runs.values()} == {"dpsgd", "dpsgd_s_paper"}
+        specs = [train_plan(p, name)["spec"] for name in p.runs]
+        assert {(s["lr"], s["epochs"], s["batch_size"], s["clip"], s["optimizer"]) for s in specs} == {
+            (0.001, 3, 256, 10.0, "adam")}
     if profile == "claims_mnist":  # the design the pilot chose: 2R = 64, DP-SGD against the paper's rule made DP
         from fairdp_core.stages.plan import train_plan
 
