@@ -529,10 +529,8 @@ class Params(_Strict):
     """The whole params.yaml. ``seed`` is the study's one seed: every random stream derives from it."""
 
     seed: Annotated[int, Field(ge=0)]
-    profile: Literal["smoke", "default", "pilot", "pilot_law", "pilot_mnist_cnn", "full", "paper", "gpu",
-                     "claims", "claims_mnist_pilot", "claims_mnist", "claims_mnist_cnn", "claims_utkface_pilot",
-                     "claims_utkface",
-                     "custom"] = "custom"
+    # The name of a file of profiles/ beside params.yaml (`fairdp use-profile` writes it), or custom.
+    profile: Annotated[str, Field(pattern=r"^[a-z][a-z0-9_]*$")] = "custom"
     data: DataConfig
     train: TrainConfig = Field(default_factory=TrainConfig)
     audit: AuditConfig = Field(default_factory=AuditConfig)
@@ -549,6 +547,11 @@ class Params(_Strict):
 
     @model_validator(mode="after")
     def _consistent(self) -> Params:
+        profiles = self.base_dir / "profiles"
+        if self.profile != "custom" and profiles.is_dir() and not (profiles / f"{self.profile}.yaml").is_file():
+            known = sorted(p.stem for p in profiles.glob("*.yaml"))
+            raise ValueError(f"profile: {self.profile!r} is not a profile of {profiles} ({', '.join(known)}) "
+                             "nor custom")
         for i, g in enumerate(self.grid):
             if g.dataset not in self.data.datasets:
                 raise ValueError(f"grid.{i}.dataset: {g.dataset!r} is not configured under data.datasets")

@@ -60,6 +60,22 @@ def test_bad_params_name_key_and_file(write_params, overrides, needle):
     assert str(path) in str(e.value)
 
 
+def test_profile_names_a_file_of_profiles(write_params, tmp_path):
+    # The profile list is read from profiles/ beside params.yaml: no list in the code to keep in step with it.
+    path = write_params({"profile": "claims_utkfase"})
+    load_params(path)  # no profiles/ beside it: any well-formed name (a params.yaml written by hand)
+    (tmp_path / "profiles").mkdir()
+    for name in ("default", "claims_utkface"):
+        (tmp_path / "profiles" / f"{name}.yaml").write_text("{}\n")
+    with pytest.raises(ConfigError, match=r"profile: 'claims_utkfase' is not a profile of .*\(claims_utkface, "
+                                          r"default\) nor custom"):
+        load_params(path)
+    assert load_params(write_params({"profile": "claims_utkface"})).profile == "claims_utkface"
+    assert load_params(write_params({"profile": "custom"})).profile == "custom"
+    with pytest.raises(ConfigError, match=r"profile:"):
+        load_params(write_params({"profile": "../default"}))
+
+
 def test_missing_required_key(write_params):
     path = write_params(text="data:\n  datasets: {}\n")
     with pytest.raises(ConfigError, match=r"seed: required key is missing"):
