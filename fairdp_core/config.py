@@ -12,23 +12,22 @@ from pathlib import Path
 from typing import Annotated, Any, Literal, get_args
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import Field, ValidationError, create_model, model_validator
+
+from .rules import RULES
+from .schema import Fraction, Positive, PositiveInt
+from .schema import Strict as _Strict
 
 __all__ = [
     "DATA_MIRROR_ENV",
     "GENERATED_FILE",
-    "AdaClipConfig",
     "AuditConfig",
     "ComputeConfig",
     "ConfigError",
     "DataConfig",
     "DatasetOptions",
-    "DpsgdFConfig",
-    "DpsgdSConfig",
-    "GlobalAdaptConfig",
     "GridEntry",
     "LooaConfig",
-    "NonprivateSConfig",
     "Params",
     "ReportConfig",
     "RunSpec",
@@ -48,14 +47,6 @@ GENERATED_FILE = "runs.yaml"
 
 class ConfigError(ValueError):
     """params.yaml is wrong; the message names the file and the key path."""
-
-
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
-
-
-Fraction = Annotated[float, Field(gt=0.0, lt=1.0)]
-PositiveInt = Annotated[int, Field(gt=0)]
 
 
 class DatasetOptions(_Strict):
@@ -105,90 +96,9 @@ class DataConfig(_Strict):
         return self
 
 
-Positive = Annotated[float, Field(gt=0.0)]
-# The clipping rules params.yaml accepts: the modules of fairdp_core/rules/ (one per rule, named as the rule; the
-# registry checks the names). Read from the file names, not imported: the data stages load this module and must not
-# depend on the training code the rule modules hold.
-RULE_SUPPORT_MODULES = ("base", "policy")  # fairdp_core/rules/ modules that define no rule
-RULE_NAMES = tuple(sorted(p.stem for p in (Path(__file__).parent / "rules").glob("*.py")
-                          if p.stem not in ("__init__", *RULE_SUPPORT_MODULES)))
-Algorithm = Literal[RULE_NAMES]
+# The clipping rules params.yaml accepts, and their settings: the registry of fairdp_core/rules/ (one module per rule).
+Algorithm = Literal[tuple(sorted(RULES))]
 ModelName = Literal["lr", "mlp", "cnn", "cnn_relu"]
-
-
-class DpsgdSConfig(_Strict):
-    """DP-SGD-S (docs/study.md, 'DP-SGD-S, the quantile rule'): C_k = max(τ·Q_k, C_min); target quantile γ; step η_Q;
-    count noise σ_b (None: B/20, Andrew et al.); initial Q_k; public cap Q_max; public floor of the noised count
-    denominator (None: σ_b)."""
-
-    tau: Positive = 1.0
-    gamma: Fraction = 0.75
-    eta_q: Positive = 0.2
-    sigma_b: Positive | None = None
-    c_min: Positive = 0.01
-    q_init: Positive = 1.0
-    q_max: Positive = 100.0
-    count_floor: Positive | None = None
-
-
-class PaperRuleConfig(_Strict):
-    """DP-SGD-S with the paper code's rule, C_k = max(C_min, C0 · min(s, ‖ḡ‖/‖ḡ_k‖)) with C0 = ``train.clip``
-    (or its override): cap ``ratio_cap`` (s); noise multiplier of the released per-group gradient sums
-    ``sigma_s`` (None: √10·σ_eff) and of the group counts ``sigma_b`` (None: B/20); public count floor (None: σ_b).
-    ``dpsgd_s_paper_code`` (the code as it is, not guaranteed) uses ``ratio_cap`` and ``c_min`` only."""
-
-    ratio_cap: Positive = 2.0
-    sigma_s: Positive | None = None
-    sigma_b: Positive | None = None
-    c_min: Positive = 0.01
-    count_floor: Positive | None = None
-
-
-class DpsgdFConfig(_Strict):
-    """DPSGD-F (Xu et al. 2021), a rival: C_k = C0·(1 + a_k / mean_j a_j), a_k group k's share of the batch's
-    gradients above C0 in the noised 2K counts, C0 = ``train.clip`` (or its override). ``sigma_b``: the counts'
-    noise (10, the reference code's σ1)."""
-
-    sigma_b: Positive = 10.0
-
-
-class GlobalAdaptConfig(_Strict):
-    """DPSGD-Global-Adapt (Esipova et al. 2023), a rival: gradients below Z scaled by C/Z, above clipped to C, with
-    C = ``train.clip`` (or its override). Z starts at ``z_init`` (100, the reference code's) and tracks the
-    quantile ``gamma`` of the norms at step ``eta`` from a noised count (σ_b = 10, the code's) of norms above
-    ``threshold``·Z; γ = 0.9, η = 1 is the code's update Z ← Z·exp(ã/B − 0.1)."""
-
-    z_init: Positive = 100.0
-    threshold: Positive = 1.0
-    gamma: Fraction = 0.9
-    eta: Positive = 1.0
-    sigma_b: Positive = 10.0
-
-
-class AdaClipConfig(_Strict):
-    """AdaClip (Andrew et al. 2021; Opacus's AdaClipDPOptimizer), a rival: one bound C for every group, starting at
-    ``train.clip`` (or its override), tracking the quantile ``gamma`` of the norms at step ``eta`` (0.5 and 0.2,
-    Andrew et al.'s) from a noised centred count of std ``sigma_b`` (None: B/20, theirs), within
-    [``c_min``, ``c_max``]."""
-
-    gamma: Fraction = 0.5
-    eta: Positive = 0.2
-    sigma_b: Positive | None = None
-    c_min: Positive = 0.01
-    c_max: Positive = 100.0
-
-    @model_validator(mode="after")
-    def _ordered(self) -> AdaClipConfig:
-        if self.c_min >= self.c_max:
-            raise ValueError(f"c_min ({self.c_min}) must be below c_max ({self.c_max})")
-        return self
-
-
-class NonprivateSConfig(_Strict):
-    """DP-SGD-S as first described (non-private statistics): EMA momentum and the batch percentile."""
-
-    ema_momentum: Fraction = 0.9
-    percentile: Annotated[float, Field(gt=0.0, lt=100.0)] = 75.0
 
 
 class TrainOverride(_Strict):
@@ -203,11 +113,7 @@ class TrainOverride(_Strict):
     optimizer: Literal["sgd", "adam"] | None = None
 
 
-class TrainConfig(_Strict):
-    """Training of every model bank: SGD with learning rate ``lr``, expected batch ``batch_size`` (Poisson
-    sampling, q = B/n), ``epochs`` (T = E·n/B); DP: clipping bound ``clip``, ``delta``, ``accountant``.
-    ``optimizer``: "sgd", or "adam" (Adam's update on the same clipped, noised gradient; UTKFace's config)."""
-
+class _TrainCommon(_Strict):
     epochs: Positive = 5.0
     batch_size: PositiveInt = 256
     lr: Positive = 0.1
@@ -218,13 +124,19 @@ class TrainConfig(_Strict):
     hidden: PositiveInt = 256
     device: str | None = None
     threads: PositiveInt = 1
-    dpsgd_s: DpsgdSConfig = Field(default_factory=DpsgdSConfig)
-    dpsgd_s_paper: PaperRuleConfig = Field(default_factory=PaperRuleConfig)
-    dpsgd_s_nonprivate: NonprivateSConfig = Field(default_factory=NonprivateSConfig)
-    dpsgd_f: DpsgdFConfig = Field(default_factory=DpsgdFConfig)
-    global_adapt: GlobalAdaptConfig = Field(default_factory=GlobalAdaptConfig)
-    adaclip: AdaClipConfig = Field(default_factory=AdaClipConfig)
-    overrides: dict[str, TrainOverride] = Field(default_factory=dict)
+
+
+# Each rule's own settings (``Rule.settings``, declared in its module) under its ``Rule.config`` key, in the
+# registry's order; then the per-dataset overrides.
+TrainConfig = create_model(
+    "TrainConfig", __base__=_TrainCommon, __module__=__name__,
+    __doc__="""Training of every model bank: SGD with learning rate ``lr``, expected batch ``batch_size`` (Poisson
+    sampling, q = B/n), ``epochs`` (T = E·n/B); DP: clipping bound ``clip``, ``delta``, ``accountant``.
+    ``optimizer``: "sgd", or "adam" (Adam's update on the same clipped, noised gradient; UTKFace's config). Each
+    clipping rule's settings under its key (``train.dpsgd_s``, ``train.adaclip``, ...: the rule's module says
+    which), and ``overrides``.""",
+    **{r.config: (r.settings, Field(default_factory=r.settings)) for r in RULES.values() if r.settings is not None},
+    overrides=(dict[str, TrainOverride], Field(default_factory=dict)))
 
 
 class LooaConfig(_Strict):

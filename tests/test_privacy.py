@@ -305,7 +305,7 @@ def test_release_key_changes_with_every_setting():
     spec = TrainSpec(algorithm="dpsgd_s", target_epsilon=2.0, sigma_b=5.0)
     changed = {"algorithm": "dpsgd", "model": "mlp", "target_epsilon": 3.0, "noise_multiplier": 1.0,
                "accountant": "prv", "q_init": (1.0, 2.0), "sigma_b": 6.0, "count_floor": 2.0,
-               "sigma_s": 4.0, "optimizer": "adam"}
+               "sigma_s": 4.0, "optimizer": "adam", "settings": (("fraction", 0.5),)}
     for f in dataclasses.fields(TrainSpec):
         value = changed.get(f.name)
         if value is None:

@@ -60,12 +60,31 @@ def test_every_rule_plans_into_the_engines_trainspec(name):
     train = config.TrainConfig()
     if rule.config is not None:
         assert hasattr(train, rule.config), f"{name}: train.{rule.config} does not exist"
+    own = rule.own_fields(train, SimpleNamespace(gamma=None, tau=None), lambda key, default: default)
     got = rule.plan_fields(train, SimpleNamespace(gamma=None, tau=None), lambda key, default: default)
     spec_fields = {f.name for f in fields(TrainSpec)}
     assert set(got) <= spec_fields, f"{name}: not TrainSpec fields: {set(got) - spec_fields}"
-    # what it plans is exactly what it declares it reads (its own fields), and only rules' fields
-    assert set(got) == set(rule.fields) and set(rule.fields) <= set(RULE_FIELDS), name
-    TrainSpec(algorithm=name, target_epsilon=None if not rule.private else 1.0, **got)
+    # what it plans is exactly what it declares it reads (its own fields, by its own names), stored in rules' fields
+    assert list(own) == [k for k in own if k in rule.fields] and set(own) == set(rule.fields), name
+    assert list(got) == [rule.stored_as.get(k, k) for k in own] and set(got) <= set(RULE_FIELDS), name
+    assert set(rule.stored_as) <= set(rule.fields), name
+    spec = TrainSpec(algorithm=name, target_epsilon=None if not rule.private else 1.0, **got)
+    view = rule.view(spec)
+    assert {k: getattr(view, k) for k in rule.fields} == own, f"{name}: the view does not read back what was planned"
+
+
+def test_a_rule_reads_its_own_names_and_not_their_storage():
+    """AdaClip's cap is stored as q_max (DP-SGD-S's Q cap's name: the release keys hash it) but read as c_max;
+    reading q_max or eta_q through its view raises, so AdaClip can never take DP-SGD-S's constant for its own."""
+    rule = rules.get("adaclip")
+    spec = TrainSpec(algorithm="adaclip", target_epsilon=1.0, q_max=7.0, eta_q=0.3)
+    view = rule.view(spec)
+    assert (view.c_max, view.eta) == (7.0, 0.3)
+    for stored in ("q_max", "eta_q", "q_init"):
+        with pytest.raises(AttributeError, match=f"'adaclip' read the spec's '{stored}'"):
+            getattr(view, stored)
+    assert rules.get("global_adapt").view(TrainSpec(algorithm="global_adapt", target_epsilon=1.0, q_init=50.0,
+                                                    tau=2.0)).z_init == 50.0
 
 
 def test_a_rule_that_reads_a_field_it_did_not_declare_fails_at_once(monkeypatch):
@@ -151,7 +170,7 @@ def test_a_rules_opacus_entry_point_exists(name):
 
 
 def test_a_rules_module_that_defines_no_rule_is_named(monkeypatch):
-    """A helper module dropped into fairdp_core/rules/ without being listed in config.RULE_SUPPORT_MODULES is named in
+    """A helper module dropped into fairdp_core/rules/ without being listed in rules.RULE_SUPPORT_MODULES is named in
     the error (not a bare AttributeError on RULE)."""
     import pkgutil
     import sys
@@ -165,3 +184,90 @@ def test_a_rules_module_that_defines_no_rule_is_named(monkeypatch):
         rules._discover()
     monkeypatch.undo()
     assert tuple(rules._discover()) == rules.ALGORITHMS
+
+
+# A rule added to the registry as one module: DP-SGD at a bound of its own, fraction·C, with a settings section
+# of its own and a field that no TrainSpec field holds.
+NEW_RULE = '''
+"""A toy rule: DP-SGD with every record clipped to fraction·C."""
+
+from __future__ import annotations
+
+from ..schema import Fraction, Strict
+from .base import Rule
+
+
+class Settings(Strict):
+    fraction: Fraction = 0.5
+
+
+class FractionClip(Rule):
+    name = "fraction_clip"
+    order = 90
+    label = "DP-SGD at fraction·C"
+    color = "#999999"
+    config = "fraction_clip"
+    settings = Settings
+    fields = ("fraction",)
+
+    def own_fields(self, train, run, override):
+        return {"fraction": train.fraction_clip.fraction}
+
+    def policy(self, spec, M, K, sig, gens, device):
+        from .policy import FixedClip
+
+        return FixedClip(M, K, sig.g, clip=spec.clip * spec.fraction, device=device)
+
+
+RULE = FractionClip()
+'''
+
+NEW_RULE_CHECK = '''
+import numpy as np
+from fairdp_core import config, plots, rules
+from fairdp_core.engine.trainer import TrainSpec, release_key, train_bank
+from typing import get_args
+
+assert "fraction_clip" in get_args(config.Algorithm)  # params.yaml's grid accepts it
+assert rules.ALGORITHMS[-1] == "fraction_clip" and rules.LABELS["fraction_clip"] == "DP-SGD at fraction·C"
+assert plots.ALGORITHM_COLORS["DP-SGD at fraction·C"] == "#999999"
+train = config.TrainConfig.model_validate({"fraction_clip": {"fraction": 0.25}})
+try:
+    config.TrainConfig.model_validate({"fraction_clip": {"fractoin": 0.25}})
+    raise SystemExit("a typo in the new rule's section was accepted")
+except Exception as e:
+    assert "fractoin" in str(e), e
+rule = rules.get("fraction_clip")
+planned = rule.plan_fields(train, None, lambda key, default: default)
+assert planned == {"settings": [("fraction", 0.25)]}, planned
+spec = TrainSpec(algorithm="fraction_clip", epochs=1, batch_size=50, target_epsilon=2.0, clip=2.0, **planned)
+assert rule.view(spec).fraction == 0.25
+assert release_key(spec) != release_key(TrainSpec(algorithm="fraction_clip", epochs=1, batch_size=50,
+                                                  target_epsilon=2.0, clip=2.0, settings={"fraction": 0.5}))
+rng = np.random.default_rng(5)
+X = rng.normal(size=(400, 3)).astype(np.float32)
+y, g = rng.integers(0, 2, 400), rng.integers(0, 2, 400)
+bank = train_bank(X, y, g, np.ones((2, 400), bool), spec, n_classes=2, n_groups=2, seed=0, progress=False)
+assert bank.accounting[0].algorithm == "fraction_clip" and bank.accounting[0].epsilon <= 2.0
+print("ok", bank.accounting[0].epsilon)
+'''
+
+
+def test_a_new_rule_is_one_module(tmp_path):
+    """Adding a rule is one module: a copy of the package with one module dropped into rules/ (NEW_RULE, with a
+    settings section and a field of its own) accepts the rule and its section in params' schema, labels it, plans
+    its setting into the stored spec (a new release key per value), and trains it; no other file is edited."""
+    import os
+    import shutil
+    import subprocess
+    import sys
+
+    from .conftest import ROOT
+
+    shutil.copytree(ROOT / "fairdp_core", tmp_path / "fairdp_core", ignore=shutil.ignore_patterns("__pycache__"))
+    (tmp_path / "fairdp_core" / "rules" / "fraction_clip.py").write_text(NEW_RULE)
+    env = {**os.environ, "PYTHONPATH": str(tmp_path)}
+    out = subprocess.run([sys.executable, "-c", NEW_RULE_CHECK], cwd=tmp_path, env=env, capture_output=True,
+                         text=True, timeout=300)
+    assert out.returncode == 0 and out.stdout.startswith("ok"), out.stderr[-2000:]
+

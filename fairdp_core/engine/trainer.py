@@ -71,6 +71,9 @@ class TrainSpec:
     ``gamma`` and ``eta_q`` (Z's quantile update), ``sigma_b`` (its count). AdaClip: ``clip`` (initial C),
     ``gamma``, ``eta_q``, ``sigma_b`` (std of its centred count: noise multiplier 2σ_b), ``c_min`` and ``q_max``
     (C's public floor and cap). ``sigma_b`` None: B/20 for each.
+
+    ``settings``: a rule's own settings that none of the fields above holds (a rule added after them declares
+    its fields in its module, and they are stored here as sorted (name, value) pairs; empty for every rule above).
     """
 
     algorithm: Algorithm
@@ -97,6 +100,7 @@ class TrainSpec:
     ratio_cap: float = 2.0
     sigma_s: float | None = None
     optimizer: Literal["sgd", "adam"] = "sgd"
+    settings: tuple[tuple[str, float | None], ...] = ()
 
     def __post_init__(self) -> None:
         get_rule(self.algorithm)  # a clear error naming the known rules
@@ -108,9 +112,11 @@ class TrainSpec:
             raise ValueError(f"optimizer must be 'sgd' or 'adam', got {self.optimizer!r}")
         if isinstance(self.q_init, list):
             object.__setattr__(self, "q_init", tuple(self.q_init))
+        pairs = self.settings.items() if isinstance(self.settings, dict) else self.settings
+        object.__setattr__(self, "settings", tuple(sorted((str(k), v) for k, v in pairs)))
 
 
-_KEY_IF_SET = {"optimizer": "sgd"}
+_KEY_IF_SET = {"optimizer": "sgd", "settings": ()}
 
 
 def spec_fields(spec: TrainSpec) -> dict:

@@ -1,14 +1,35 @@
 """AdaClip (Andrew et al. 2021; Opacus's AdaClipDPOptimizer), a rival: one bound C for every group, tracking the
 γ-quantile of the norms from a noised centred count of sensitivity ½ (noise multiplier 2σ_b). Settings:
-``train.adaclip``; the initial C is ``train.clip``. Stored in the TrainSpec as ``gamma``, ``eta_q``, ``sigma_b``,
-``c_min`` and ``q_max`` (C's public cap)."""
+``train.adaclip``; the initial C is ``train.clip``. η and C's public cap C_max are stored in the TrainSpec as
+``eta_q`` and ``q_max`` (``stored_as``)."""
 
 from __future__ import annotations
 
 import torch
+from pydantic import model_validator
 
+from ..schema import Fraction, Positive, Strict
 from .base import CountRule
 from .policy import GlobalQuantile, quantile_update
+
+
+class Settings(Strict):
+    """AdaClip (Andrew et al. 2021; Opacus's AdaClipDPOptimizer), a rival: one bound C for every group, starting at
+    ``train.clip`` (or its override), tracking the quantile ``gamma`` of the norms at step ``eta`` (0.5 and 0.2,
+    Andrew et al.'s) from a noised centred count of std ``sigma_b`` (None: B/20, theirs), within
+    [``c_min``, ``c_max``]."""
+
+    gamma: Fraction = 0.5
+    eta: Positive = 0.2
+    sigma_b: Positive | None = None
+    c_min: Positive = 0.01
+    c_max: Positive = 100.0
+
+    @model_validator(mode="after")
+    def _ordered(self) -> Settings:
+        if self.c_min >= self.c_max:
+            raise ValueError(f"c_min ({self.c_min}) must be below c_max ({self.c_max})")
+        return self
 
 
 class AdaClipRule(CountRule):
@@ -17,17 +38,19 @@ class AdaClipRule(CountRule):
     label = "AdaClip"
     color = "#000000"
     config = "adaclip"
-    fields = ("gamma", "eta_q", "sigma_b", "c_min", "q_max")  # q_max: AdaClip's C_max
+    settings = Settings
+    fields = ("gamma", "eta", "sigma_b", "c_min", "c_max")
+    stored_as = {"eta": "eta_q", "c_max": "q_max"}
     make_private = "make_private_adaclip"
     count_sensitivity = 0.5  # the centred count (Andrew et al., Theorem 1): noise multiplier 2σ_b
 
-    def plan_fields(self, train, run, override):
+    def own_fields(self, train, run, override):
         ac = train.adaclip
-        return {"gamma": ac.gamma, "eta_q": ac.eta, "sigma_b": ac.sigma_b, "c_min": ac.c_min, "q_max": ac.c_max}
+        return {"gamma": ac.gamma, "eta": ac.eta, "sigma_b": ac.sigma_b, "c_min": ac.c_min, "c_max": ac.c_max}
 
     def policy(self, spec, M, K, sig, gens, device):
-        return AdaClip(M, K, sig.g, clip=spec.clip, sigma_b=sig.b, gamma=spec.gamma, eta=spec.eta_q,
-                       c_min=spec.c_min, c_max=spec.q_max, batch_size=spec.batch_size,
+        return AdaClip(M, K, sig.g, clip=spec.clip, sigma_b=sig.b, gamma=spec.gamma, eta=spec.eta,
+                       c_min=spec.c_min, c_max=spec.c_max, batch_size=spec.batch_size,
                        generators=[g["count"] for g in gens], device=device)
 
     def public_assumptions(self, spec):

@@ -10,14 +10,21 @@ Opacus optimizers know a rule only through this interface and the registry (:mod
 - ``private``: whether the gradient is noised at all (False for SGD);
 - ``guaranteed``: whether the stated ε holds (False for a rule whose statistics are not privatised);
 - ``uses_clip``: whether ``train.clip`` (or its override) reaches the rule, as its fixed or initial bound;
-- ``config``: the attribute of ``train`` in params.yaml that holds the rule's own settings (None: none);
-- ``fields``: the rule's own fields of the engine's :class:`~fairdp_core.engine.trainer.TrainSpec` (of
-  :data:`RULE_FIELDS`), the only ones it may read: the trainer hands the rule the spec through a :class:`RuleView`,
-  so a rule that reads another rule's field (say AdaClip's cap, stored as ``q_max``, DP-SGD-S's Q cap) fails at once
-  instead of training with the other rule's constant;
-- :meth:`Rule.plan_fields`: those settings as the fields of the engine's
-  :class:`~fairdp_core.engine.trainer.TrainSpec` (the stored spec, from which release keys are derived), exactly
-  ``fields`` (tests/test_rules.py);
+- ``config``: the attribute of ``train`` in params.yaml that holds the rule's settings (None: none);
+- ``settings``: the schema of that section (a :class:`~fairdp_core.schema.Strict` model declared in the rule's
+  module; params.yaml's ``TrainConfig`` is assembled from the registry's), or None where the rule reads a section
+  another rule declares (the released paper code reads the paper rule's);
+- ``fields``: the rule's own settings as the rule reads them from the spec (its own names, e.g. AdaClip's ``c_max``),
+  the only rule settings it may read: the trainer hands the rule the spec through a :class:`RuleView`, so a rule
+  that reads another rule's field (say DP-SGD-S's Q cap ``q_max``) fails at once instead of training with the
+  other rule's constant;
+- ``stored_as``: where a field is stored in the engine's :class:`~fairdp_core.engine.trainer.TrainSpec` under
+  another name (one of :data:`RULE_FIELDS`: release keys hash the stored names, so they stay as they were when
+  the rule's first results were written), e.g. AdaClip's ``c_max`` stored as ``q_max``; the view translates.
+  A field that is none of :data:`RULE_FIELDS` (a rule added later, with settings of its own) is stored in the
+  spec's ``settings`` pairs under its own name: a new rule needs no new TrainSpec field;
+- :meth:`Rule.own_fields`: the rule's settings for one run, by its own names, exactly ``fields``
+  (tests/test_rules.py); :meth:`Rule.plan_fields` renames them to the stored TrainSpec fields;
 - :meth:`Rule.sigmas`: the split of the calibrated σ_eff between the gradient and each statistic released;
 - :meth:`Rule.policy`: the :class:`~fairdp_core.rules.policy.ClipPolicy` that trains it;
 - :meth:`Rule.public_assumptions`: the constants the accounting treats as public;
@@ -38,10 +45,9 @@ if TYPE_CHECKING:
 __all__ = ["COMMON_ASSUMPTIONS", "RULE_FIELDS", "CountRule", "Rule", "RuleView", "Sigmas", "count_sigmas",
            "default_sigma_b"]
 
-# The TrainSpec fields that belong to rules, each to those that declare it in ``Rule.fields``; the others (the model,
-# the schedule, lr, C, ε and its accountant) are every rule's. Their names are the stored spec's (release keys hash
-# them), so a rule may store a setting of its own under another rule's name: AdaClip's C_max as ``q_max``,
-# DPSGD-Global-Adapt's initial Z and threshold as ``q_init`` and ``tau``; each rule module says which.
+# The TrainSpec fields that belong to rules, each stored for those that declare it (``Rule.fields`` or, under another
+# name, ``Rule.stored_as``); the others (the model, the schedule, lr, C, ε and its accountant) are every rule's.
+# Their names are the stored spec's, from which release keys are derived: never renamed.
 RULE_FIELDS = ("tau", "gamma", "eta_q", "sigma_b", "c_min", "q_init", "q_max", "count_floor", "ema_momentum",
                "percentile", "ratio_cap", "sigma_s")
 
@@ -72,17 +78,35 @@ class Rule:
     private: ClassVar[bool] = True
     uses_clip: ClassVar[bool] = True
     config: ClassVar[str | None] = None
+    settings: ClassVar[type | None] = None
     fields: ClassVar[tuple[str, ...]] = ()
+    stored_as: ClassVar[dict[str, str]] = {}
     make_private: ClassVar[str | None] = None
 
     def view(self, spec: TrainSpec) -> RuleView:
         """``spec`` as this rule may read it (:class:`RuleView`)."""
         return RuleView(spec, self)
 
-    def plan_fields(self, train: Any, run: Any, override: Any) -> dict[str, object]:
-        """The rule's own TrainSpec fields, from ``train`` (params' TrainConfig), the run and ``override(key,
-        default)`` (the run's per-dataset/algorithm override, else ``default``), in their stored order."""
+    def own_fields(self, train: Any, run: Any, override: Any) -> dict[str, object]:
+        """The rule's settings for one run by its own names (exactly ``fields``), from ``train`` (params'
+        TrainConfig), the run and ``override(key, default)`` (the run's per-dataset/algorithm override, else
+        ``default``), in their stored order."""
         return {}
+
+    def plan_fields(self, train: Any, run: Any, override: Any) -> dict[str, object]:
+        """:meth:`own_fields` as the engine's TrainSpec fields: renamed by ``stored_as``, and those that are none of
+        :data:`RULE_FIELDS` in its ``settings`` pairs."""
+        out: dict[str, object] = {}
+        extra: dict[str, object] = {}
+        for k, v in self.own_fields(train, run, override).items():
+            stored = self.stored_as.get(k, k)
+            if stored in RULE_FIELDS:
+                out[stored] = v
+            else:
+                extra[k] = v
+        if extra:
+            out["settings"] = sorted(extra.items())
+        return out
 
     def sigmas(self, spec: TrainSpec, sigma_eff: float) -> Sigmas:
         """σ_eff (calibrated to the target ε) split between the gradient and the rule's statistics."""
@@ -98,8 +122,9 @@ class Rule:
 
 
 class RuleView:
-    """A spec as one rule may read it: every common field and the rule's own ``fields``; reading another of
-    :data:`RULE_FIELDS` raises AttributeError naming the rule and its fields."""
+    """A spec as one rule may read it: every common field and the rule's own ``fields`` (by its own names, read from
+    where ``stored_as`` stores them); reading another of :data:`RULE_FIELDS` raises AttributeError naming the rule
+    and its fields."""
 
     __slots__ = ("_rule", "_spec")
 
@@ -109,10 +134,20 @@ class RuleView:
 
     def __getattr__(self, name: str) -> Any:
         rule = object.__getattribute__(self, "_rule")
-        if name in RULE_FIELDS and name not in rule.fields:
+        spec = object.__getattribute__(self, "_spec")
+        if name in rule.fields:
+            stored = rule.stored_as.get(name, name)
+            if stored in RULE_FIELDS:
+                return getattr(spec, stored)
+            own = dict(spec.settings)
+            if name not in own:
+                raise AttributeError(f"rule {rule.name!r}: its field {name!r} is not in the spec's settings "
+                                     f"(plan it: Rule.plan_fields)")
+            return own[name]
+        if name in RULE_FIELDS:
             raise AttributeError(f"rule {rule.name!r} read the spec's {name!r}, which is not one of its fields "
                                  f"({', '.join(rule.fields) or 'none'}): declare it in {type(rule).__name__}.fields")
-        return getattr(object.__getattribute__(self, "_spec"), name)
+        return getattr(spec, name)
 
     def __setattr__(self, name: str, value: Any) -> None:
         raise AttributeError("a rule's view of its spec is read-only")

@@ -6,8 +6,17 @@ from __future__ import annotations
 
 import torch
 
+from ..schema import Positive, Strict
 from .base import CountRule
 from .policy import ClipPolicy, model_noise
+
+
+class Settings(Strict):
+    """DPSGD-F (Xu et al. 2021), a rival: C_k = C0·(1 + a_k / mean_j a_j), a_k group k's share of the batch's
+    gradients above C0 in the noised 2K counts, C0 = ``train.clip`` (or its override). ``sigma_b``: the counts'
+    noise (10, the reference code's σ1)."""
+
+    sigma_b: Positive = 10.0
 
 
 class DPSGDF(CountRule):
@@ -16,10 +25,11 @@ class DPSGDF(CountRule):
     label = "DPSGD-F"
     color = "#E69F00"
     config = "dpsgd_f"
+    settings = Settings
     fields = ("sigma_b",)
     make_private = "make_private_dpsgd_f"
 
-    def plan_fields(self, train, run, override):
+    def own_fields(self, train, run, override):
         return {"sigma_b": train.dpsgd_f.sigma_b}
 
     def policy(self, spec, M, K, sig, gens, device):

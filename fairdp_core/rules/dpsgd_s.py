@@ -8,6 +8,7 @@ from collections.abc import Sequence
 
 import torch
 
+from ..schema import Fraction, Positive, Strict
 from .base import Rule, Sigmas, default_sigma_b
 from .policy import ClipPolicy, quantile_update
 
@@ -20,6 +21,22 @@ def quantile_fields(train, run, override) -> dict[str, object]:
     return {"tau": run.tau if run.tau is not None else s.tau, "gamma": gamma, "c_min": s.c_min, "q_init": s.q_init}
 
 
+
+class Settings(Strict):
+    """DP-SGD-S (docs/study.md, 'DP-SGD-S, the quantile rule'): C_k = max(τ·Q_k, C_min); target quantile γ; step η_Q;
+    count noise σ_b (None: B/20, Andrew et al.); initial Q_k; public cap Q_max; public floor of the noised count
+    denominator (None: σ_b)."""
+
+    tau: Positive = 1.0
+    gamma: Fraction = 0.75
+    eta_q: Positive = 0.2
+    sigma_b: Positive | None = None
+    c_min: Positive = 0.01
+    q_init: Positive = 1.0
+    q_max: Positive = 100.0
+    count_floor: Positive | None = None
+
+
 class DPSGDS(Rule):
     name = "dpsgd_s"
     order = 20
@@ -27,10 +44,11 @@ class DPSGDS(Rule):
     color = "#D55E00"
     uses_clip = False
     config = "dpsgd_s"
+    settings = Settings
     fields = ("tau", "gamma", "c_min", "q_init", "eta_q", "sigma_b", "q_max", "count_floor")
     make_private = "make_private_dpsgd_s"
 
-    def plan_fields(self, train, run, override):
+    def own_fields(self, train, run, override):
         s = train.dpsgd_s
         return {**quantile_fields(train, run, override), "eta_q": s.eta_q, "sigma_b": s.sigma_b, "q_max": s.q_max,
                 "count_floor": s.count_floor}

@@ -5,11 +5,22 @@ are not: its ε is not guaranteed. Settings: ``train.dpsgd_s_nonprivate``, and �
 
 from __future__ import annotations
 
-import torch
+from typing import Annotated
 
+import torch
+from pydantic import Field
+
+from ..schema import Fraction, Strict
 from .base import Rule
 from .dpsgd_s import quantile_fields
 from .policy import ClipPolicy
+
+
+class Settings(Strict):
+    """DP-SGD-S as first described (non-private statistics): EMA momentum and the batch percentile."""
+
+    ema_momentum: Fraction = 0.9
+    percentile: Annotated[float, Field(gt=0.0, lt=100.0)] = 75.0
 
 
 class DPSGDSNonprivate(Rule):
@@ -20,9 +31,10 @@ class DPSGDSNonprivate(Rule):
     guaranteed = False
     uses_clip = False
     config = "dpsgd_s_nonprivate"
+    settings = Settings
     fields = ("tau", "gamma", "c_min", "q_init", "ema_momentum", "percentile")  # γ stored, not read
 
-    def plan_fields(self, train, run, override):
+    def own_fields(self, train, run, override):
         ns = train.dpsgd_s_nonprivate
         return {**quantile_fields(train, run, override), "ema_momentum": ns.ema_momentum,
                 "percentile": ns.percentile}

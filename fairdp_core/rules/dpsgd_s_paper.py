@@ -8,8 +8,22 @@ import math
 
 import torch
 
+from ..schema import Positive, Strict
 from .base import Rule, Sigmas, default_sigma_b
 from .policy import ClipPolicy, group_means
+
+
+class Settings(Strict):
+    """DP-SGD-S with the paper code's rule, C_k = max(C_min, C0 · min(s, ‖ḡ‖/‖ḡ_k‖)) with C0 = ``train.clip``
+    (or its override): cap ``ratio_cap`` (s); noise multiplier of the released per-group gradient sums
+    ``sigma_s`` (None: √10·σ_eff) and of the group counts ``sigma_b`` (None: B/20); public count floor (None: σ_b).
+    ``dpsgd_s_paper_code`` (the code as it is, not guaranteed) uses ``ratio_cap`` and ``c_min`` only."""
+
+    ratio_cap: Positive = 2.0
+    sigma_s: Positive | None = None
+    sigma_b: Positive | None = None
+    c_min: Positive = 0.01
+    count_floor: Positive | None = None
 
 
 class DPSGDSPaper(Rule):
@@ -18,9 +32,10 @@ class DPSGDSPaper(Rule):
     label = "DP-SGD-S (paper rule)"
     color = "#009E73"
     config = "dpsgd_s_paper"
+    settings = Settings
     fields = ("ratio_cap", "sigma_s", "sigma_b", "c_min", "count_floor")
 
-    def plan_fields(self, train, run, override):
+    def own_fields(self, train, run, override):
         pr = train.dpsgd_s_paper
         return {"ratio_cap": pr.ratio_cap, "sigma_s": pr.sigma_s, "sigma_b": pr.sigma_b, "c_min": pr.c_min,
                 "count_floor": pr.count_floor}

@@ -19,7 +19,7 @@ class DPSGDSPaperCode(Rule):
     config = "dpsgd_s_paper"
     fields = ("ratio_cap", "c_min")
 
-    def plan_fields(self, train, run, override):
+    def own_fields(self, train, run, override):
         pr = train.dpsgd_s_paper
         return {"ratio_cap": pr.ratio_cap, "c_min": pr.c_min}
 

@@ -1,14 +1,28 @@
 """DPSGD-Global-Adapt (Esipova et al. 2023), a rival: gradients below Z scaled by C/Z, above clipped to C; Z tracks
 a quantile of the norms from one noised count of sensitivity 1 (:class:`GlobalAdaptClip`). Settings:
-``train.global_adapt``; C is ``train.clip``. Stored in the TrainSpec as ``q_init`` (Z's initial value), ``tau``
-(the threshold), ``gamma`` and ``eta_q`` (Z's update), ``sigma_b``."""
+``train.global_adapt``; C is ``train.clip``. Z's initial value, the threshold and η are stored in the TrainSpec as
+``q_init``, ``tau`` and ``eta_q`` (``stored_as``)."""
 
 from __future__ import annotations
 
 import torch
 
+from ..schema import Fraction, Positive, Strict
 from .base import CountRule
 from .policy import GlobalQuantile, quantile_update
+
+
+class Settings(Strict):
+    """DPSGD-Global-Adapt (Esipova et al. 2023), a rival: gradients below Z scaled by C/Z, above clipped to C, with
+    C = ``train.clip`` (or its override). Z starts at ``z_init`` (100, the reference code's) and tracks the
+    quantile ``gamma`` of the norms at step ``eta`` from a noised count (σ_b = 10, the code's) of norms above
+    ``threshold``·Z; γ = 0.9, η = 1 is the code's update Z ← Z·exp(ã/B − 0.1)."""
+
+    z_init: Positive = 100.0
+    threshold: Positive = 1.0
+    gamma: Fraction = 0.9
+    eta: Positive = 1.0
+    sigma_b: Positive = 10.0
 
 
 class GlobalAdapt(CountRule):
@@ -17,18 +31,20 @@ class GlobalAdapt(CountRule):
     label = "DPSGD-Global-Adapt"
     color = "#56B4E9"
     config = "global_adapt"
-    fields = ("q_init", "tau", "gamma", "eta_q", "sigma_b")  # q_init: the initial Z; tau: the threshold τ
+    settings = Settings
+    fields = ("z_init", "threshold", "gamma", "eta", "sigma_b")
+    stored_as = {"z_init": "q_init", "threshold": "tau", "eta": "eta_q"}
     make_private = "make_private_global_adapt"
 
-    def plan_fields(self, train, run, override):
+    def own_fields(self, train, run, override):
         ga = train.global_adapt
-        return {"q_init": ga.z_init, "tau": ga.threshold, "gamma": ga.gamma, "eta_q": ga.eta, "sigma_b": ga.sigma_b}
+        return {"z_init": ga.z_init, "threshold": ga.threshold, "gamma": ga.gamma, "eta": ga.eta, "sigma_b": ga.sigma_b}
 
     def policy(self, spec, M, K, sig, gens, device):
-        if not isinstance(spec.q_init, (int, float)):
-            raise ValueError("global_adapt takes one q_init (Z's initial value)")
-        return GlobalAdaptClip(M, K, sig.g, clip=spec.clip, z_init=spec.q_init, threshold=spec.tau,
-                               sigma_b=sig.b, gamma=spec.gamma, eta=spec.eta_q, batch_size=spec.batch_size,
+        if not isinstance(spec.z_init, (int, float)):
+            raise ValueError("global_adapt takes one z_init (Z's initial value)")
+        return GlobalAdaptClip(M, K, sig.g, clip=spec.clip, z_init=spec.z_init, threshold=spec.threshold,
+                               sigma_b=sig.b, gamma=spec.gamma, eta=spec.eta, batch_size=spec.batch_size,
                                generators=[g["count"] for g in gens], device=device)
 
     def public_assumptions(self, spec):
