@@ -12,9 +12,8 @@ from pathlib import Path
 from typing import Annotated, Any, Literal, get_args
 
 import yaml
-from pydantic import Field, ValidationError, create_model, model_validator
+from pydantic import ConfigDict, Field, ValidationError, model_validator
 
-from .rules import RULES
 from .schema import Fraction, Positive, PositiveInt
 from .schema import Strict as _Strict
 
@@ -97,7 +96,13 @@ class DataConfig(_Strict):
 
 
 # The clipping rules params.yaml accepts, and their settings: the registry of fairdp_core/rules/ (one module per rule).
-Algorithm = Literal[tuple(sorted(RULES))]
+# The clipping rules params.yaml accepts: the modules of fairdp_core/rules/ (one per rule, named as the rule; the
+# registry checks the names). Read from the file names, not imported: every stage loads this module, and the data
+# stages must not depend on the training code (and torch) that the rule modules hold.
+RULE_SUPPORT_MODULES = ("base", "policy")  # fairdp_core/rules/ modules that define no rule
+RULE_NAMES = tuple(sorted(p.stem for p in (Path(__file__).parent / "rules").glob("*.py")
+                          if p.stem not in ("__init__", *RULE_SUPPORT_MODULES)))
+Algorithm = Literal[RULE_NAMES]
 ModelName = Literal["lr", "mlp", "cnn", "cnn_relu"]
 
 
@@ -113,7 +118,18 @@ class TrainOverride(_Strict):
     optimizer: Literal["sgd", "adam"] | None = None
 
 
-class _TrainCommon(_Strict):
+class TrainConfig(_Strict):
+    """Training of every model bank: SGD with learning rate ``lr``, expected batch ``batch_size`` (Poisson
+    sampling, q = B/n), ``epochs`` (T = E·n/B); DP: clipping bound ``clip``, ``delta``, ``accountant``.
+    ``optimizer``: "sgd", or "adam" (Adam's update on the same clipped, noised gradient; UTKFace's config).
+
+    A clipping rule's settings go under its name (``train.dpsgd_s``, ``train.adaclip``, ...). Their schema is the
+    rule's own (``Settings`` in its module of fairdp_core/rules/), checked where the rules are loaded
+    (:func:`fairdp_core.rules.check_settings`: ``fairdp check-params``, the plan): here only that the key names a
+    rule and holds a mapping, so that this module, which every stage loads, never loads the training code."""
+
+    model_config = ConfigDict(extra="allow", frozen=True, strict=True)
+
     epochs: Positive = 5.0
     batch_size: PositiveInt = 256
     lr: Positive = 0.1
@@ -124,19 +140,21 @@ class _TrainCommon(_Strict):
     hidden: PositiveInt = 256
     device: str | None = None
     threads: PositiveInt = 1
+    overrides: dict[str, TrainOverride] = Field(default_factory=dict)
 
+    @model_validator(mode="after")
+    def _rule_sections(self) -> TrainConfig:
+        for key, value in (self.model_extra or {}).items():
+            if key not in RULE_NAMES:
+                raise ValueError(f"{key}: unknown key (a typo?); a rule's settings go under its name: "
+                                 f"{', '.join(RULE_NAMES)}")
+            if not isinstance(value, dict):
+                raise ValueError(f"{key}: the rule's settings, a mapping (got {value!r})")
+        return self
 
-# Each rule's own settings (``Rule.settings``, declared in its module) under its ``Rule.config`` key, in the
-# registry's order; then the per-dataset overrides.
-TrainConfig = create_model(
-    "TrainConfig", __base__=_TrainCommon, __module__=__name__,
-    __doc__="""Training of every model bank: SGD with learning rate ``lr``, expected batch ``batch_size`` (Poisson
-    sampling, q = B/n), ``epochs`` (T = E·n/B); DP: clipping bound ``clip``, ``delta``, ``accountant``.
-    ``optimizer``: "sgd", or "adam" (Adam's update on the same clipped, noised gradient; UTKFace's config). Each
-    clipping rule's settings under its key (``train.dpsgd_s``, ``train.adaclip``, ...: the rule's module says
-    which), and ``overrides``.""",
-    **{r.config: (r.settings, Field(default_factory=r.settings)) for r in RULES.values() if r.settings is not None},
-    overrides=(dict[str, TrainOverride], Field(default_factory=dict)))
+    def rule_section(self, key: str) -> dict[str, Any]:
+        """What params.yaml sets under ``train.<key>`` (a rule's settings, unchecked here): {} if nothing."""
+        return dict((self.model_extra or {}).get(key) or {})
 
 
 class LooaConfig(_Strict):
@@ -442,7 +460,7 @@ class Params(_Strict):
 
     seed: Annotated[int, Field(ge=0)]
     # The name of a file of profiles/ beside params.yaml (`fairdp use-profile` writes it), or custom.
-    profile: Annotated[str, Field(pattern=r"^[a-z][a-z0-9_]*$")] = "custom"
+    profile: str = "custom"
     data: DataConfig
     train: TrainConfig = Field(default_factory=TrainConfig)
     audit: AuditConfig = Field(default_factory=AuditConfig)
@@ -459,8 +477,11 @@ class Params(_Strict):
 
     @model_validator(mode="after")
     def _consistent(self) -> Params:
-        profiles = self.base_dir / "profiles"
-        if self.profile != "custom" and profiles.is_dir() and not (profiles / f"{self.profile}.yaml").is_file():
+        if not self.profile or Path(self.profile).name != self.profile or self.profile.startswith("."):
+            raise ValueError(f"profile: {self.profile!r} is not a profile's name (a file name of profiles/, no path)")
+        profiles = self.base_dir / "profiles"  # beside params.yaml: checked only when loaded from a file
+        if (self.profile != "custom" and "base_dir" in self.model_fields_set and profiles.is_dir()
+                and not (profiles / f"{self.profile}.yaml").is_file()):
             known = sorted(p.stem for p in profiles.glob("*.yaml"))
             raise ValueError(f"profile: {self.profile!r} is not a profile of {profiles} ({', '.join(known)}) "
                              "nor custom")

@@ -41,7 +41,7 @@ RELEASES = {
 def test_every_list_of_algorithms_labels_and_colours_derives_from_the_registry():
     assert set(RELEASES) == set(rules.ALGORITHMS), "a registered rule is missing from RELEASES (or one is stale)"
     assert rules.ALGORITHMS == get_args(trainer.Algorithm) == trainer.ALGORITHMS
-    assert set(get_args(config.Algorithm)) == set(rules.ALGORITHMS)  # read from the rule modules' file names
+    assert set(get_args(config.Algorithm)) == set(rules.ALGORITHMS)  # config reads them from the file names
     assert tuple(results.ALGORITHM_LABELS) == rules.ALGORITHMS
     for name, rule in rules.RULES.items():
         assert results.ALGORITHM_LABELS[name] == rule.label and plots.ALGORITHM_COLORS[rule.label] == rule.color
@@ -54,23 +54,52 @@ def test_every_list_of_algorithms_labels_and_colours_derives_from_the_registry()
 
 @pytest.mark.parametrize("name", rules.ALGORITHMS)
 def test_every_rule_plans_into_the_engines_trainspec(name):
-    """The rule's settings (train.<config> of params.yaml, defaults) land on TrainSpec fields that exist, and the
-    rule's config names a section of train that exists."""
+    """The rule's settings (train.<config> of params.yaml, defaults) land on TrainSpec fields that exist: renamed
+    onto rules' fields by ``stored_as`` or, for a field that is none of them, in ``settings``; none of its fields is
+    a field every rule shares (the view would read the rule's value where the trainer reads the common one); and the
+    view reads back exactly what was planned."""
     rule = rules.get(name)
     train = config.TrainConfig()
     if rule.config is not None:
-        assert hasattr(train, rule.config), f"{name}: train.{rule.config} does not exist"
+        assert rule.settings_of(train) == rule.settings(), f"{name}: its defaults are not its Settings'"
     own = rule.own_fields(train, SimpleNamespace(gamma=None, tau=None), lambda key, default: default)
     got = rule.plan_fields(train, SimpleNamespace(gamma=None, tau=None), lambda key, default: default)
     spec_fields = {f.name for f in fields(TrainSpec)}
     assert set(got) <= spec_fields, f"{name}: not TrainSpec fields: {set(got) - spec_fields}"
-    # what it plans is exactly what it declares it reads (its own fields, by its own names), stored in rules' fields
+    assert not set(rule.fields) & (spec_fields - set(RULE_FIELDS)), f"{name}: a common TrainSpec field as its own"
+    # what it plans is exactly what it declares it reads (its own fields, by its own names)
     assert list(own) == [k for k in own if k in rule.fields] and set(own) == set(rule.fields), name
-    assert list(got) == [rule.stored_as.get(k, k) for k in own] and set(got) <= set(RULE_FIELDS), name
-    assert set(rule.stored_as) <= set(rule.fields), name
+    stored = [rule.stored_as.get(k, k) for k in own]
+    assert [k for k in got if k != "settings"] == [k for k in stored if k in RULE_FIELDS], name
+    assert dict(got.get("settings", ())) == {k: v for k, v in own.items() if rule.stored_as.get(k, k)
+                                             not in RULE_FIELDS}, name
     spec = TrainSpec(algorithm=name, target_epsilon=None if not rule.private else 1.0, **got)
     view = rule.view(spec)
     assert {k: getattr(view, k) for k in rule.fields} == own, f"{name}: the view does not read back what was planned"
+
+
+def test_a_rules_settings_are_checked_where_rules_load(write_params):
+    """params' schema (config, which loads no rule) takes any rule's section as a mapping; the rule's Settings check
+    it where rules load (check-params, the plan): a typo, a wrong type or a value out of range is one ConfigError
+    naming the file and the key; a section under a name that is no rule is refused by the schema itself."""
+    from fairdp_core.config import ConfigError, load_params
+
+    for section, needle in (({"c_mx": 3.0}, r"train\.adaclip\.c_mx: unknown key"),
+                            ({"gamma": 1.5}, r"train\.adaclip\.gamma: Input should be less than 1"),
+                            ({"c_min": 5.0, "c_max": 1.0}, r"train\.adaclip: c_min \(5.0\) must be below c_max")):
+        path = write_params({"train.adaclip": section})
+        params = load_params(path)  # the schema alone: config never loads the rules
+        with pytest.raises(ConfigError, match=f"{path}: {needle}"):
+            rules.check_settings(params.train, path)
+        with pytest.raises(ConfigError, match=needle):
+            rules.load_checked(path)
+    with pytest.raises(ConfigError, match=r"train\.dpsgd_s_paper_code: dpsgd_s_paper_code has no settings of its "
+                                          r"own \(it reads train\.dpsgd_s_paper\)"):
+        rules.load_checked(write_params({"train.dpsgd_s_paper_code": {"ratio_cap": 3.0}}))
+    with pytest.raises(ConfigError, match=r"train: adaclp: unknown key"):
+        load_params(write_params({"train.adaclp": {"gamma": 0.5}}))
+    ok = rules.load_checked(write_params({"train.adaclip": {"c_max": 7.0}}))
+    assert rules.get("adaclip").settings_of(ok.train).c_max == 7.0
 
 
 def test_a_rule_reads_its_own_names_and_not_their_storage():
@@ -211,7 +240,7 @@ class FractionClip(Rule):
     fields = ("fraction",)
 
     def own_fields(self, train, run, override):
-        return {"fraction": train.fraction_clip.fraction}
+        return {"fraction": self.settings_of(train).fraction}
 
     def policy(self, spec, M, K, sig, gens, device):
         from .policy import FixedClip
@@ -232,11 +261,12 @@ assert "fraction_clip" in get_args(config.Algorithm)  # params.yaml's grid accep
 assert rules.ALGORITHMS[-1] == "fraction_clip" and rules.LABELS["fraction_clip"] == "DP-SGD at fraction·C"
 assert plots.ALGORITHM_COLORS["DP-SGD at fraction·C"] == "#999999"
 train = config.TrainConfig.model_validate({"fraction_clip": {"fraction": 0.25}})
+rules.check_settings(train)
 try:
-    config.TrainConfig.model_validate({"fraction_clip": {"fractoin": 0.25}})
+    rules.check_settings(config.TrainConfig.model_validate({"fraction_clip": {"fractoin": 0.25}}))
     raise SystemExit("a typo in the new rule's section was accepted")
-except Exception as e:
-    assert "fractoin" in str(e), e
+except config.ConfigError as e:
+    assert "train.fraction_clip.fractoin: unknown key" in str(e), e
 rule = rules.get("fraction_clip")
 planned = rule.plan_fields(train, None, lambda key, default: default)
 assert planned == {"settings": [("fraction", 0.25)]}, planned

@@ -171,7 +171,9 @@ EXP_SHOW_DROP = r".*/|(runs|designs)\.|runs\.yaml:"
 
 
 def _cmd_check(args: argparse.Namespace) -> int:
-    load_params(args.params)
+    from ..rules import load_checked  # the rules' own sections too (this loads the training code)
+
+    load_checked(args.params)
     print(f"{args.params}: ok")
     return 0
 

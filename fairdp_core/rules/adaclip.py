@@ -45,7 +45,7 @@ class AdaClipRule(CountRule):
     count_sensitivity = 0.5  # the centred count (Andrew et al., Theorem 1): noise multiplier 2σ_b
 
     def own_fields(self, train, run, override):
-        ac = train.adaclip
+        ac = self.settings_of(train)
         return {"gamma": ac.gamma, "eta": ac.eta, "sigma_b": ac.sigma_b, "c_min": ac.c_min, "c_max": ac.c_max}
 
     def policy(self, spec, M, K, sig, gens, device):

@@ -11,9 +11,9 @@ Opacus optimizers know a rule only through this interface and the registry (:mod
 - ``guaranteed``: whether the stated ε holds (False for a rule whose statistics are not privatised);
 - ``uses_clip``: whether ``train.clip`` (or its override) reaches the rule, as its fixed or initial bound;
 - ``config``: the attribute of ``train`` in params.yaml that holds the rule's settings (None: none);
-- ``settings``: the schema of that section (a :class:`~fairdp_core.schema.Strict` model declared in the rule's
-  module; params.yaml's ``TrainConfig`` is assembled from the registry's), or None where the rule reads a section
-  another rule declares (the released paper code reads the paper rule's);
+- ``settings``: the schema of that section, a :class:`~fairdp_core.schema.Strict` model declared in the rule's
+  module (the released paper code shares the paper rule's section and schema); :meth:`Rule.settings_of` reads it
+  from params' ``train``, and :func:`fairdp_core.rules.check_settings` checks every section params.yaml sets;
 - ``fields``: the rule's own settings as the rule reads them from the spec (its own names, e.g. AdaClip's ``c_max``),
   the only rule settings it may read: the trainer hands the rule the spec through a :class:`RuleView`, so a rule
   that reads another rule's field (say DP-SGD-S's Q cap ``q_max``) fails at once instead of training with the
@@ -80,12 +80,30 @@ class Rule:
     config: ClassVar[str | None] = None
     settings: ClassVar[type | None] = None
     fields: ClassVar[tuple[str, ...]] = ()
-    stored_as: ClassVar[dict[str, str]] = {}
+    stored_as: ClassVar[dict[str, str]] = {}  # noqa: RUF012 (a declaration, never mutated)
     make_private: ClassVar[str | None] = None
 
     def view(self, spec: TrainSpec) -> RuleView:
         """``spec`` as this rule may read it (:class:`RuleView`)."""
         return RuleView(spec, self)
+
+    def settings_of(self, train: Any) -> Any:
+        """The rule's settings: ``train.<config>`` of params.yaml validated by its ``Settings`` (defaults where
+        unset); None for a rule without settings. A ConfigError names ``train.<config>.<key>`` on a bad value."""
+        if self.settings is None:
+            return None
+        from pydantic import ValidationError
+
+        from ..config import ConfigError
+
+        try:
+            return self.settings.model_validate(train.rule_section(self.config))
+        except ValidationError as e:
+            err = e.errors()[0]
+            loc = ".".join(str(p) for p in err["loc"])
+            msg = ("unknown key (a typo?)" if err["type"] == "extra_forbidden" else
+                   err["msg"].removeprefix("Value error, ") + (f" (got {err['input']!r})" if loc else ""))
+            raise ConfigError(f"train.{self.config}{'.' + loc if loc else ''}: {msg}") from None
 
     def own_fields(self, train: Any, run: Any, override: Any) -> dict[str, object]:
         """The rule's settings for one run by its own names (exactly ``fields``), from ``train`` (params'

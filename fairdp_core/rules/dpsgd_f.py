@@ -30,7 +30,7 @@ class DPSGDF(CountRule):
     make_private = "make_private_dpsgd_f"
 
     def own_fields(self, train, run, override):
-        return {"sigma_b": train.dpsgd_f.sigma_b}
+        return {"sigma_b": self.settings_of(train).sigma_b}
 
     def policy(self, spec, M, K, sig, gens, device):
         return DPSGDFClip(M, K, sig.g, clip=spec.clip, sigma_b=sig.b, generators=[g["count"] for g in gens],

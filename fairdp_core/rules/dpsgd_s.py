@@ -16,7 +16,7 @@ from .policy import ClipPolicy, quantile_update
 def quantile_fields(train, run, override) -> dict[str, object]:
     """τ (the run's, else train.dpsgd_s's), γ (the run's, else the override's, else train.dpsgd_s's), C_min, Q_init:
     the bounds' settings both DP-SGD-S variants share."""
-    s = train.dpsgd_s
+    s = Settings.model_validate(train.rule_section("dpsgd_s"))
     gamma = run.gamma if run.gamma is not None else override("gamma", s.gamma)
     return {"tau": run.tau if run.tau is not None else s.tau, "gamma": gamma, "c_min": s.c_min, "q_init": s.q_init}
 
@@ -49,7 +49,7 @@ class DPSGDS(Rule):
     make_private = "make_private_dpsgd_s"
 
     def own_fields(self, train, run, override):
-        s = train.dpsgd_s
+        s = self.settings_of(train)
         return {**quantile_fields(train, run, override), "eta_q": s.eta_q, "sigma_b": s.sigma_b, "q_max": s.q_max,
                 "count_floor": s.count_floor}
 

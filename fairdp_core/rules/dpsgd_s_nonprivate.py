@@ -35,7 +35,7 @@ class DPSGDSNonprivate(Rule):
     fields = ("tau", "gamma", "c_min", "q_init", "ema_momentum", "percentile")  # γ stored, not read
 
     def own_fields(self, train, run, override):
-        ns = train.dpsgd_s_nonprivate
+        ns = self.settings_of(train)
         return {**quantile_fields(train, run, override), "ema_momentum": ns.ema_momentum,
                 "percentile": ns.percentile}
 

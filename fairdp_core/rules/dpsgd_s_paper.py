@@ -36,7 +36,7 @@ class DPSGDSPaper(Rule):
     fields = ("ratio_cap", "sigma_s", "sigma_b", "c_min", "count_floor")
 
     def own_fields(self, train, run, override):
-        pr = train.dpsgd_s_paper
+        pr = self.settings_of(train)
         return {"ratio_cap": pr.ratio_cap, "sigma_s": pr.sigma_s, "sigma_b": pr.sigma_b, "c_min": pr.c_min,
                 "count_floor": pr.count_floor}
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import torch
 
 from .base import Rule
+from .dpsgd_s_paper import Settings
 from .policy import ClipPolicy, group_means
 
 
@@ -16,11 +17,12 @@ class DPSGDSPaperCode(Rule):
     label = "DP-SGD-S (paper code, not guaranteed)"
     color = "#CC79A7"
     guaranteed = False
-    config = "dpsgd_s_paper"
+    config = "dpsgd_s_paper"  # the paper rule's section and schema
+    settings = Settings
     fields = ("ratio_cap", "c_min")
 
     def own_fields(self, train, run, override):
-        pr = train.dpsgd_s_paper
+        pr = self.settings_of(train)
         return {"ratio_cap": pr.ratio_cap, "c_min": pr.c_min}
 
     def policy(self, spec, M, K, sig, gens, device):

@@ -37,7 +37,7 @@ class GlobalAdapt(CountRule):
     make_private = "make_private_global_adapt"
 
     def own_fields(self, train, run, override):
-        ga = train.global_adapt
+        ga = self.settings_of(train)
         return {"z_init": ga.z_init, "threshold": ga.threshold, "gamma": ga.gamma, "eta": ga.eta, "sigma_b": ga.sigma_b}
 
     def policy(self, spec, M, K, sig, gens, device):

@@ -19,13 +19,13 @@ import os
 from pathlib import Path
 
 from ..atomic import atomic_dir
-from ..config import Params, design_key, load_params
+from ..config import Params, design_key
 from ..rules import get as get_rule
 from ..seeding import derive_seed
 
 __all__ = ["attack_plan", "main", "train_plan", "write_plans"]
 
-# Everything the engine's TrainSpec takes; kept here as data so that planning needs no torch.
+# The fields of the engine's TrainSpec that every rule takes from train (or its per-run override).
 _SPEC_FROM_TRAIN = ("epochs", "batch_size", "lr", "clip")
 
 
@@ -89,7 +89,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--params", default="params.yaml")
     ap.add_argument("--out", default=None, help="default: results/plan beside params.yaml")
     args = ap.parse_args(argv)
-    params = load_params(args.params)
+    from ..rules import load_checked
+
+    params = load_checked(args.params)
     out = write_plans(params, args.out or params.resolve("results/plan"))
     print(f"{out}: {len(params.runs)} runs planned")
     return 0
