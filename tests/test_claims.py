@@ -68,7 +68,7 @@ def _summaries(where: Path = SUMMARIES) -> list[dict]:
     return [json.loads(p.read_text()) for p in sorted(where.glob("*.json"))]
 
 
-@pytest.mark.parametrize("profile", ["claims", "claims_mnist", "claims_mnist_cnn"])
+@pytest.mark.parametrize("profile", ["claims", "claims_mnist", "claims_mnist_cnn", "claims_utkface"])
 def test_committed_summaries_come_from_history_and_the_profile(profile, tmp_path_factory):
     """Every committed summary of a campaign profile: its commit is an ancestor of HEAD, and its effective plan
     (train and attack plans, the attacks run) is that profile's for that run, hash included."""
@@ -91,7 +91,7 @@ def test_committed_summaries_come_from_history_and_the_profile(profile, tmp_path
 
 def _tracked_summaries() -> list[Path]:
     out = subprocess.run(["git", "ls-files", "reports/paper/claims", "reports/paper/claims_mnist",
-                          "reports/paper/claims_mnist_cnn"], cwd=ROOT,
+                          "reports/paper/claims_mnist_cnn", "reports/paper/claims_utkface"], cwd=ROOT,
                          capture_output=True, text=True, check=True).stdout.split()
     return [ROOT / p for p in out]
 
@@ -357,14 +357,16 @@ def test_the_answer_when_nothing_is_detected():
 
 
 def test_the_family_and_seed_caps_are_the_campaign_profiles_plan(tmp_path):
-    """32 rows: the 10 LR cells x 3 rules of claims.yaml, MNIST MLP's paper rule of claims_mnist.yaml and MNIST CNN's
-    of claims_mnist_cnn.yaml; each cell's seed cap is its own grid entry's (16 for the LR cells, 12 for MNIST); a run stored in both directories is an
-    error, not silently counted once."""
+    """33 rows: the 10 LR cells x 3 rules of claims.yaml, and the paper rule's cell of MNIST MLP (claims_mnist.yaml),
+    MNIST CNN (claims_mnist_cnn.yaml) and UTKFace CNN (claims_utkface.yaml); each cell's seed cap is its own grid
+    entry's (16 for the LR cells, 12 for MNIST, 6 for UTKFace); a run stored in both directories is an error, not
+    silently counted once."""
     from fairdp_core.claims_report import CLAIMS_SOURCES, _max_seeds, claims_frame, planned_rows
 
     profiles = [ROOT / p for _, p in CLAIMS_SOURCES]
-    assert planned_rows(profiles) == 32 and planned_rows(profiles[:1]) == 30
-    assert _max_seeds(profiles, ("mnist", "mlp", 10.0)) == 12 and _max_seeds(profiles, ("mnist", "cnn", 10.0)) == 12 and _max_seeds(profiles, ("adult", "lr", 1.0)) == 16
+    assert planned_rows(profiles) == 33 and planned_rows(profiles[:1]) == 30
+    assert _max_seeds(profiles, ("mnist", "mlp", 10.0)) == 12 and _max_seeds(profiles, ("mnist", "cnn", 10.0)) == 12
+    assert _max_seeds(profiles, ("adult", "lr", 1.0)) == 16 and _max_seeds(profiles, ("utkface", "cnn", 10.0)) == 6
     one = sorted((ROOT / "reports" / "paper" / "claims").glob("adult-lr-dpsgd-e10-s0.json"))
     assert one
     with pytest.raises(ValueError, match="runs stored twice"):
