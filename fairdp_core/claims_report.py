@@ -294,7 +294,7 @@ def claims_first_screen(summaries_dir: Path, profile: Path, frame: tuple | None 
         f"<div class='findings'>{question}<p><b>{html.escape(_answer(paper, len(have), len(cells)))}</b></p>"
         f"<ul>{lines}</ul>"
         "<table id='quoted-claims'><caption>The paper's claims, ε = 10: Δ(rule) − Δ(DP-SGD), "
-        "pp, Bonferroni 95%; \"own lr\": tuned apart from DP-SGD's (<a href='#claims'>details</a>).</caption>"
+        "pp, Bonferroni 95%; \"own lr\": tuned apart (<a href='#claims'>details</a>).</caption>"
         "<tr><th>cell</th><th>paper Δ (pp)</th><th>in-sample</th><th>cross-fitted</th><th>seeds</th>"
         f"<th>verdict</th></tr>{''.join(rows)}</table></div>")
 

@@ -590,7 +590,19 @@ def claims_forest(df: pd.DataFrame, *, rules: dict[str, str], cell_label) -> plt
     for ax, rule in zip(axes[0], present):
         lab = ALGORITHM_LABELS[rule]
         colour = colours.setdefault(lab, _color(lab))
-        for r in df[df.rule == rule].itertuples():
+        # the x range is the decided cells' (a faint cell of 2 seeds has an interval of hundreds of pp, which would
+        # squeeze every other cell onto the zero line): a faint interval beyond it is cut at the panel's edge
+        rows = df[df.rule == rule]
+        decided = rows[~rows.verdict.isin(["not a like-for-like test", "too few seeds"])]
+        ends = np.array([v for est in ("in_sample", "cross_fit") for v in
+                         (*(decided if len(decided) else rows)[f"lo_bonf_{est}"],
+                          *(decided if len(decided) else rows)[f"hi_bonf_{est}"])], float)
+        ends = ends[np.isfinite(ends)]
+        if len(ends):
+            lo, hi = min(ends.min(), 0.0), max(ends.max(), 0.0)
+            pad = 0.08 * (hi - lo) or 0.1
+            ax.set_xlim(lo - pad, hi + pad)
+        for r in rows.itertuples():
             faint = r.verdict in ("not a like-for-like test", "too few seeds")
             for off, est, marker in ((-0.15, "in_sample", "o"), (0.15, "cross_fit", "s")):
                 x, lo, hi = getattr(r, f"diff_{est}"), getattr(r, f"lo_bonf_{est}"), getattr(r, f"hi_bonf_{est}")
@@ -608,7 +620,8 @@ def claims_forest(df: pd.DataFrame, *, rules: dict[str, str], cell_label) -> plt
     handles = [plt.Line2D([], [], color="0.3", marker="o", ls="-", mfc="0.3"),
                plt.Line2D([], [], color="0.3", marker="s", ls="-", mfc="white"),
                plt.Line2D([], [], color="0.3", marker="o", ls="-", alpha=0.3)]
-    fig.legend(handles, ["in-sample (the paper's estimator)", "cross-fitted", "faint: not a like-for-like test"],
+    fig.legend(handles, ["in-sample (the paper's estimator)", "cross-fitted",
+                         "faint: not a like-for-like test or too few seeds (interval cut at the edge)"],
                loc="lower center", ncol=3, fontsize=9, frameon=False, bbox_to_anchor=(0.5, 0.0))
     _finish(fig)
     fig.fairdp_colors = colours

@@ -446,3 +446,23 @@ def test_robustness_notes_recompute_from_the_committed_reruns(tmp_path):
     (tmp_path / "check" / "a.json").write_text(json.dumps(other))
     with pytest.raises(ValueError, match="DP-SGD's reruns only"):
         robustness_notes(tmp_path, summaries, k)
+
+
+def test_the_forest_plot_is_scaled_to_the_decided_cells():
+    """A cell of 2 seeds has a Bonferroni interval of hundreds of pp; the forest plot's x range is the decided
+    cells', so they are not squeezed onto the zero line (the faint interval is cut at the panel's edge)."""
+    import pandas as pd
+
+    from fairdp_core import plots
+
+    base = dict(model="lr", epsilon=10.0, rule="dpsgd_s_paper")
+    rows = [dict(base, dataset="adult", verdict="contradicted", diff_in_sample=0.17, lo_bonf_in_sample=0.13,
+                 hi_bonf_in_sample=0.21, diff_cross_fit=0.16, lo_bonf_cross_fit=0.11, hi_bonf_cross_fit=0.22),
+            dict(base, dataset="utkface", verdict="not a like-for-like test", diff_in_sample=-0.03,
+                 lo_bonf_in_sample=-257.0, hi_bonf_in_sample=257.0, diff_cross_fit=-0.13, lo_bonf_cross_fit=-167.0,
+                 hi_bonf_cross_fit=167.0)]
+    fig = plots.claims_forest(pd.DataFrame(rows), rules={"dpsgd_s_paper": "the rule"},
+                              cell_label=lambda ds, model, eps: ds)
+    lo, hi = fig.axes[0].get_xlim()
+    assert -0.1 < lo <= 0.0 and 0.22 < hi < 0.3, (lo, hi)
+    plots.plt.close(fig)
