@@ -93,7 +93,7 @@ def _tracked_summaries() -> list[Path]:
     out = subprocess.run(["git", "ls-files", "reports/paper/claims", "reports/paper/claims_mnist",
                           "reports/paper/claims_mnist_cnn", "reports/paper/claims_utkface"], cwd=ROOT,
                          capture_output=True, text=True, check=True).stdout.split()
-    return [ROOT / p for p in out]
+    return [ROOT / p for p in out if p.endswith(".json")]  # a directory's README is not a summary
 
 
 def test_index_verdicts_recompute_from_the_committed_summaries():

@@ -159,10 +159,14 @@ def test_without_a_run_each_rule_sweeps_at_its_own_settings(project, monkeypatch
     assert tuning.main(["--params", str(project / "params.yaml"), "--dataset", "law_paper", "--algorithms", "dpsgd",
                         "global_adapt", "adaclip", "dpsgd_s", "--gamma", "0.8", "--out",
                         str(project / "t.json")]) == 0
+    from fairdp_core.rules import get as get_rule
+
     t = load_params(project / "params.yaml").train
+    ga, ac, ds = (get_rule(r).settings_of(t) for r in ("global_adapt", "adaclip", "dpsgd_s"))
+    assert (ga.z_init, ga.eta, ac.c_max) == (100.0, 1.0, 100.0) and ds.q_init == 1.0  # they differ: a mix-up shows
     assert not set(seen["base"]) & {"q_init", "tau", "gamma", "eta_q", "q_max"}
     own = seen["rule_fields"]
     assert own["dpsgd"] == {}
-    assert (own["global_adapt"]["q_init"], own["global_adapt"]["eta_q"]) == (t.global_adapt.z_init, t.global_adapt.eta)
-    assert own["adaclip"]["q_max"] == t.adaclip.c_max and own["dpsgd_s"]["q_max"] == t.dpsgd_s.q_max
+    assert (own["global_adapt"]["q_init"], own["global_adapt"]["eta_q"]) == (ga.z_init, ga.eta)
+    assert own["adaclip"]["q_max"] == ac.c_max and own["dpsgd_s"]["q_max"] == ds.q_max
     assert "gamma" not in own["adaclip"] and seen["grid"] == {"gamma": [0.8]}
