@@ -95,7 +95,6 @@ class DataConfig(_Strict):
         return self
 
 
-# The clipping rules params.yaml accepts, and their settings: the registry of fairdp_core/rules/ (one module per rule).
 # The clipping rules params.yaml accepts: the modules of fairdp_core/rules/ (one per rule, named as the rule; the
 # registry checks the names). Read from the file names, not imported: every stage loads this module, and the data
 # stages must not depend on the training code (and torch) that the rule modules hold.
