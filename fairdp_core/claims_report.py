@@ -191,7 +191,7 @@ FIRST_SCREEN_NAMES = {
 
 def _answer(paper: pd.DataFrame, have: int, cells: int, missing: str = "") -> str:
     """The bold sentence: what the paper's rule made DP does to Δ over the tested cells, named; ``missing`` names
-    the cells not run yet."""
+    the cells short of seeds."""
     v = paper.verdict.value_counts()
     low, up, same, dep = (int(v.get(k, 0)) for k in ("reproduced", "contradicted", "not detected",
                                                     "depends on the estimator"))
@@ -293,7 +293,8 @@ def claims_first_screen(summaries_dir: Path, profile: Path, frame: tuple | None 
               for est in ("in_sample", "cross_fit")}
         rows.append(f"<tr>{head}<td>{ci['in_sample']}</td><td>{ci['cross_fit']}</td><td>{r.seeds}</td>"
                     f"<td><b>{html.escape(_short_verdict(r, _baseline(summaries, cell), effect))}</b></td></tr>")
-    # the cells short of seeds (not run, or running), named when there are one or two (with ε where the dataset and model have another cell)
+    # the cells short of seeds (not run, or running), named when there are one or two (with ε where the dataset and
+    # model have another cell)
     gone = [c for c in cells if c not in have]
     missing = "" if len(gone) > 2 else ", ".join(
         _label(*c[:2]).replace(" · ", " ") + (f" ε = {c[2]:g}" if sum(d[:2] == c[:2] for d in cells) > 1 else "")

@@ -573,20 +573,23 @@ def used_datasets(p: Params) -> list[str]:
     return [d for d in p.data.datasets if d in used]
 
 
+def error_line(e: dict, prefix: str = "") -> str:
+    """One error of a pydantic ValidationError (``err.errors()``) as ``key.path: what is wrong (got value)``, the
+    key path under ``prefix`` (e.g. ``train.adaclip`` for a rule's own section)."""
+    loc = ".".join([prefix] * bool(prefix) + [str(p) for p in e["loc"] if p != "__root__"])
+    msg = e["msg"]
+    if e["type"] == "extra_forbidden":
+        msg = "unknown key (a typo?)"
+    elif e["type"] == "missing":
+        msg = "required key is missing"
+    elif msg.startswith("Value error, "):
+        msg = msg[len("Value error, "):]
+    return f"{loc or '<top level>'}: {msg}" + (f" (got {e['input']!r})" if e["type"] not in
+                                             ("extra_forbidden", "missing") and not isinstance(e["input"], dict) else "")
+
+
 def _format(err: ValidationError, file: Path) -> str:
-    lines = []
-    for e in err.errors():
-        loc = ".".join(str(p) for p in e["loc"] if p != "__root__")
-        msg = e["msg"]
-        if e["type"] == "extra_forbidden":
-            msg = "unknown key (a typo?)"
-        elif e["type"] == "missing":
-            msg = "required key is missing"
-        elif msg.startswith("Value error, "):
-            msg = msg[len("Value error, "):]
-        lines.append(f"{file}: {loc or '<top level>'}: {msg}" + (f" (got {e['input']!r})" if e["type"] not in
-                     ("extra_forbidden", "missing") and not isinstance(e["input"], dict) else ""))
-    return "invalid params:\n  " + "\n  ".join(lines)
+    return "invalid params:\n  " + "\n  ".join(f"{file}: {error_line(e)}" for e in err.errors())
 
 
 def generated_path(params_path: str | os.PathLike) -> Path:

@@ -594,9 +594,8 @@ def claims_forest(df: pd.DataFrame, *, rules: dict[str, str], cell_label) -> plt
         # squeeze every other cell onto the zero line): a faint interval beyond it is cut at the panel's edge
         rows = df[df.rule == rule]
         decided = rows[~rows.verdict.isin(["not a like-for-like test", "too few seeds"])]
-        ends = np.array([v for est in ("in_sample", "cross_fit") for v in
-                         (*(decided if len(decided) else rows)[f"lo_bonf_{est}"],
-                          *(decided if len(decided) else rows)[f"hi_bonf_{est}"])], float)
+        basis = decided if len(decided) else rows
+        ends = basis[[f"{b}_bonf_{est}" for est in ("in_sample", "cross_fit") for b in ("lo", "hi")]].to_numpy(float)
         ends = ends[np.isfinite(ends)]
         if len(ends):
             lo, hi = min(ends.min(), 0.0), max(ends.max(), 0.0)

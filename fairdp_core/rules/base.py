@@ -94,16 +94,12 @@ class Rule:
             return None
         from pydantic import ValidationError
 
-        from ..config import ConfigError
+        from ..config import ConfigError, error_line
 
         try:
             return self.settings.model_validate(train.rule_section(self.config))
         except ValidationError as e:
-            err = e.errors()[0]
-            loc = ".".join(str(p) for p in err["loc"])
-            msg = ("unknown key (a typo?)" if err["type"] == "extra_forbidden" else
-                   err["msg"].removeprefix("Value error, ") + (f" (got {err['input']!r})" if loc else ""))
-            raise ConfigError(f"train.{self.config}{'.' + loc if loc else ''}: {msg}") from None
+            raise ConfigError(error_line(e.errors()[0], f"train.{self.config}")) from None
 
     def own_fields(self, train: Any, run: Any, override: Any) -> dict[str, object]:
         """The rule's settings for one run by its own names (exactly ``fields``), from ``train`` (params'

@@ -16,7 +16,7 @@ from .policy import ClipPolicy, quantile_update
 def quantile_fields(train, run, override) -> dict[str, object]:
     """τ (the run's, else train.dpsgd_s's), γ (the run's, else the override's, else train.dpsgd_s's), C_min, Q_init:
     the bounds' settings both DP-SGD-S variants share."""
-    s = Settings.model_validate(train.rule_section("dpsgd_s"))
+    s = RULE.settings_of(train)  # DP-SGD-S's section, for both variants
     gamma = run.gamma if run.gamma is not None else override("gamma", s.gamma)
     return {"tau": run.tau if run.tau is not None else s.tau, "gamma": gamma, "c_min": s.c_min, "q_init": s.q_init}
 
