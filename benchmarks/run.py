@@ -4,6 +4,7 @@
     python benchmarks/run.py --sharding [--quick] [--repeats 3]     # 1 vs 2 worker processes, Ray's overhead
     python benchmarks/run.py --paper-adult [--workers 1 2] [--repeats 3]   # one paper-scale Adult/LR bank, real data
     python benchmarks/run.py --conv-patches [--repeats 5]   # per-sample conv gradients: unfold vs strided patches
+    python benchmarks/run.py --ratios [--rounds 7] [--save-baseline]   # DP-SGD ÷ non-private, one fixed M per workload
 
 Writes ``results.json`` (a list of records: workload, method, n_models, samples_per_s, model_epochs_per_s,
 gflops, ...) and ``results.md``. Workloads use synthetic data of the study's shapes: Adult-shaped (n = 32,000,
@@ -44,11 +45,13 @@ def workload(name: str):
         n, shape, C = 32_000, (104,), 2
     elif name == "mnist_mlp":
         n, shape, C = 6_000, (784,), 10
+    elif name == "utkface_cnn":
+        n, shape, C = 6_000, (1, 48, 48), 2
     else:
         n, shape, C = 6_000, (1, 28, 28), 10
     X = rng.normal(size=(n, *shape)).astype(np.float32)
     y = rng.integers(0, C, n)
-    model = {"adult_lr": "lr", "adult_mlp": "mlp", "mnist_mlp": "mlp", "mnist_cnn": "cnn"}[name]
+    model = {"adult_lr": "lr", "adult_mlp": "mlp", "mnist_mlp": "mlp", "mnist_cnn": "cnn", "utkface_cnn": "cnn"}[name]
     return X, y, C, model
 
 
@@ -141,7 +144,17 @@ def main() -> None:
     ap.add_argument("--workers", type=int, nargs="+", default=[1, 2], help="--paper-adult: worker counts (loky)")
     ap.add_argument("--conv-patches", action="store_true",
                     help="only per-sample conv weight gradients of the study's CNN layers: unfold vs strided patches")
+    ap.add_argument("--ratios", action="store_true",
+                    help="only DP-SGD ÷ non-private at one fixed bank size per workload (--rounds interleaved rounds)")
+    ap.add_argument("--rounds", type=int, default=7, help="--ratios: interleaved rounds (at least 5)")
+    ap.add_argument("--save-baseline", action="store_true",
+                    help="--ratios: also write ratios_baseline.json, what later runs compare non-private speed with")
     args = ap.parse_args()
+    if args.ratios:
+        torch.set_num_threads(args.threads)
+        if args.rounds < 5:
+            ap.error("--rounds: at least 5 interleaved rounds")
+        return ratios(Path(args.out), repeats=args.rounds, save_baseline=args.save_baseline)
     if args.conv_patches:
         torch.set_num_threads(args.threads)
         return conv_patches(Path(args.out), repeats=args.repeats)
@@ -403,6 +416,67 @@ def conv_patches(out: Path, *, repeats: int) -> None:
     out.mkdir(parents=True, exist_ok=True)
     (out / "conv_patches.json").write_text(json.dumps(recs, indent=1))
     (out / "conv_patches.md").write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+
+
+# The issue-33 targets: one bank size per workload (the engine's best measured M on 2 cores), steps enough for a few
+# seconds a bank; DP-SGD must reach >= 0.85 of non-private throughput for LR and the MLP and >= 0.80 for the CNNs.
+RATIO_PLAN = {"adult_lr": (512, 60, 0.85), "adult_mlp": (128, 30, 0.85), "mnist_cnn": (8, 12, 0.80),
+              "utkface_cnn": (8, 6, 0.80)}
+
+
+def ratios(out: Path, *, repeats: int, save_baseline: bool) -> None:
+    """DP-SGD ÷ non-private (SGD) throughput of the engine at one fixed M per workload, ``repeats`` interleaved
+    rounds (each round trains every workload's DP-SGD and SGD bank, the order of the pair alternating by round). The
+    ratio is the median of the per-round ratios (paired, so a slow spell of the machine cancels), with its range.
+    Non-private throughput is compared with ``ratios_baseline.json`` (the code before the issue-33 work, measured on
+    this kind of machine): a ratio won by slowing SGD down would not count."""
+    env = {"threads": torch.get_num_threads(), "torch": torch.__version__, "repeats": repeats,
+           "load_avg_before": round(os.getloadavg()[0], 2), "MKL_CBWR": os.environ.get("MKL_CBWR"),
+           "MALLOC_MMAP_THRESHOLD_": os.environ.get("MALLOC_MMAP_THRESHOLD_")}
+    data = {wl: workload(wl) for wl in RATIO_PLAN}
+    sps: dict[tuple[str, str], list[float]] = {}
+    for rep in range(repeats):
+        for wl, (M, steps, _) in RATIO_PLAN.items():
+            X, y, C, model_name = data[wl]
+            for alg in (("dpsgd", "sgd") if rep % 2 == 0 else ("sgd", "dpsgd")):
+                sps.setdefault((wl, alg), []).append(bench_engine(X, y, C, model_name, M=M, algorithm=alg,
+                                                                  steps=steps)[0])
+        print(f"round {rep + 1} of {repeats} done", flush=True)
+    env["load_avg_after"] = round(os.getloadavg()[0], 2)
+    base_path = out / "ratios_baseline.json"
+    base = ({r["workload"]: r for r in json.loads(base_path.read_text())["records"]}
+            if base_path.exists() and not save_baseline else {})
+    records = []
+    for wl, (M, steps, target) in RATIO_PLAN.items():
+        dp, sgd = np.array(sps[(wl, "dpsgd")]), np.array(sps[(wl, "sgd")])
+        per_round = dp / sgd
+        r = {"workload": wl, "n_models": M, "steps": steps, "target": target,
+             "dpsgd_samples_per_s": round(float(np.median(dp)), 1), "sgd_samples_per_s": round(float(np.median(sgd)), 1),
+             "ratio": round(float(np.median(per_round)), 3), "ratio_min": round(float(per_round.min()), 3),
+             "ratio_max": round(float(per_round.max()), 3)}
+        if wl in base:
+            r["sgd_vs_baseline"] = round(r["sgd_samples_per_s"] / base[wl]["sgd_samples_per_s"], 3)
+            r["dpsgd_vs_baseline"] = round(r["dpsgd_samples_per_s"] / base[wl]["dpsgd_samples_per_s"], 3)
+        records.append(r)
+        print(json.dumps(r), flush=True)
+    out.mkdir(parents=True, exist_ok=True)
+    doc = json.dumps({"environment": env, "records": records}, indent=1)
+    (out / "ratios.json").write_text(doc)
+    if save_baseline:
+        base_path.write_text(doc)
+    lines = [f"DP-SGD ÷ non-private at one bank size per workload, measured in one run: {env['threads']} threads, torch "
+             f"{env['torch']}, medians of {repeats} interleaved rounds (the ratio: the median of per-round ratios, "
+             f"with its range); load average {env['load_avg_before']} before, {env['load_avg_after']} after. "
+             "× baseline: this run's median throughput over `ratios_baseline.json`'s (another run: read it loosely).",
+             "", "| workload | M | DP-SGD samples/s | SGD samples/s | DP ÷ non-private | range | target | met "
+             "| SGD × baseline | DP-SGD × baseline |", "|---|---|---|---|---|---|---|---|---|---|"]
+    for r in records:
+        lines.append(f"| {r['workload']} | {r['n_models']} | {r['dpsgd_samples_per_s']:,.0f} | {r['sgd_samples_per_s']:,.0f} "
+                     f"| {r['ratio']:.2f} | {r['ratio_min']:.2f}–{r['ratio_max']:.2f} | {r['target']:.2f} "
+                     f"| {'yes' if r['ratio'] >= r['target'] else 'no'} | {r.get('sgd_vs_baseline', '')} "
+                     f"| {r.get('dpsgd_vs_baseline', '')} |")
+    (out / "ratios.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
 
 
