@@ -80,6 +80,28 @@ def test_share_auc_is_rankdatas_auc_bit_for_bit():
     assert checked > 300
 
 
+def test_share_auc_grid_is_share_auc_row_by_row_bit_for_bit():
+    """Offline RMIA's choice of a scores every a of the grid at once: each row's AUC equals :func:`_share_auc` of that
+    row, with ties, γ > 1, unequal halves, NaN and a row without members; a shifted row would not (checked)."""
+    rng = np.random.default_rng(4)
+    for trial in range(60):
+        m = int(rng.integers(10, 400))
+        lab = rng.random(m) < rng.uniform(0.2, 0.8)
+        halves = (rng.random(m) < 0.5).astype(int) if trial % 2 else np.arange(m) % 2
+        if lab.all() or not lab.any() or min(((~lab) & (halves == h)).sum() for h in (0, 1)) < 2:
+            continue
+        gamma = float(rng.choice([1.0, 2.0]))
+        lr = np.round(rng.lognormal(size=(7, m)), int(rng.integers(0, 3)))
+        if trial % 5 == 0:
+            lr[2, 0] = np.nan
+        got = attacks._share_auc_grid(lr, lab, gamma, halves)
+        want = np.array([attacks._share_auc(row, lab, gamma, halves) for row in lr])
+        assert np.array_equal(got, want, equal_nan=True)
+        assert not np.array_equal(attacks._share_auc_grid(lr[::-1], lab, gamma, halves), want) or \
+            np.array_equal(want, want[::-1])
+    assert np.isnan(attacks._share_auc_grid(np.ones((3, 8)), np.zeros(8, bool), 1.0, np.arange(8) % 2)).all()
+
+
 def test_share_auc_by_hand():
     """Half 0 holds records 0, 2, 4, 6 (LR 1, 2, 1, 3), half 1 records 1, 3, 5, 7 (LR 2, 3, 2, 3). Half 0's population
     is half 1's non-members {3, 3}, half 1's is half 0's non-members {2, 1, 3}. Shares: members 0, 2/3, 2/3;
@@ -112,3 +134,33 @@ def test_offline_rmia_fast_paths_keep_nan_and_float32():
     p32 = (1 / (1 + np.exp(-s))).astype(np.float32)
     got, want = attacks._pr_out_by_pair(p32, mem, None, 0.0), ref.offline_pr_out_rows(p32, mem, np.arange(8))
     assert got.dtype == want.dtype and np.array_equal(got, want)
+
+
+@pytest.mark.parametrize("n_threads", [1, 3])
+def test_threaded_pieces_equal_the_references_bit_for_bit(monkeypatch, n_threads):
+    """The permutations are drawn in order on one thread and the pieces summed in that order, so the null-corrected
+    estimator, offline RMIA's choice of a and PA-GBA's floor give the one-thread bits on any number of threads."""
+    monkeypatch.setattr(attacks, "threads", lambda: n_threads)
+    s, mem, g = _bank(4, 16, 300)
+    fast = attacks.null_corrected_advantage(s, mem, rng=np.random.default_rng(9), n_null=9)
+    assert np.array_equal(fast, ref.null_corrected_advantage(s, mem, rng=np.random.default_rng(9), n_null=9))
+    p = 1 / (1 + np.exp(-s))
+    assert attacks.choose_offline_a(p, mem) == ref.choose_offline_a(p, mem)
+
+    from fairdp_core.audit.run import Bank
+    from fairdp_core.audit.stats import delta_pp, gpr
+
+    bank = Bank(loss=-s, phi=s, mem=mem, g=g, K=3, rng=np.random.default_rng(2), n_null=6)
+    rng = np.random.default_rng(2)
+    want = [delta_pp(gpr(attacks._advantage_of_predictions(ref.gba_predictions(s, mem, pg), mem), pg, 3))
+            for pg in (rng.permutation(g) for _ in range(6))]
+    assert bank.gba_floor() == float(np.mean(want))
+    assert np.array_equal(bank.ga(), attacks.ga_predictions(s, mem))  # the rows' sort shared with PA-GBA
+
+
+def test_gba_groups_need_not_be_0_to_k():
+    """Group labels are read through np.unique: labels {2, 5, 9} fit the same thresholds as {0, 1, 2}."""
+    s, mem, g = _bank(6, 16, 300)
+    odd = np.array([2, 5, 9])[g]
+    assert np.array_equal(attacks.gba_predictions(s, mem, odd), ref.gba_predictions(s, mem, odd))
+    assert np.array_equal(attacks.gba_predictions(s, mem, odd), attacks.gba_predictions(s, mem, g))

@@ -438,3 +438,33 @@ def test_cnn_backend_leaves_the_callers_module_untouched():
     mod = build_model("cnn", (1, 28, 28), 10)
     make_backend(mod)
     assert all(not m._forward_hooks for m in mod.modules())
+
+
+def test_row_sq_in_cache_sized_slices_is_the_full_sum_bit_for_bit():
+    """The dense backend's norms sum squares over slices of the bank: the bits of (x * x).sum(-1), at any slice size
+    and thread count, and a wrong slice bound would leave rows unset or mix them (checked against the full sum)."""
+    from fairdp_core.engine.backends import _row_sq
+
+    torch.manual_seed(0)
+    for shape in [(37, 64, 33), (5, 300), (3, 1, 7)]:
+        x = torch.randn(*shape)
+        want = (x * x).sum(-1)
+        for chunk in (1, 100, 10_000, 1 << 18):
+            assert torch.equal(_row_sq(x, chunk_elems=chunk), want)
+    x = torch.randn(9, 4, 5)
+    assert not torch.equal(_row_sq(x * 1.0001, chunk_elems=20), (x * x).sum(-1))  # the comparison can fail
+
+
+def test_noise_drawn_on_threads_is_the_one_thread_draw(monkeypatch):
+    """Each model's generator draws its own sequence on a pool thread: the same bits as drawing the models one after
+    the other, and the pool is used (the bank is large enough)."""
+    import fairdp_core.engine.trainer as tr
+
+    seqs = {}
+    for threads in (1, 2):
+        monkeypatch.setattr(torch, "get_num_threads", lambda t=threads: t)
+        nb = _NoiseBank([g["noise"] for g in model_generators(3, 5)], 20_000, "cpu")
+        assert (nb._pool is None) == (threads == 1)
+        seqs[threads] = torch.stack([nb.next() for _ in range(nb.block + 1)])
+    assert torch.equal(seqs[1], seqs[2])
+    assert tr._noise_pool(2) is tr._noise_pool(2)  # one pool per process

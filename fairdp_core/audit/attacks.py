@@ -8,6 +8,10 @@ pairs, which equals 2·accuracy − 1 when IN and OUT are balanced (as the audit
 
 from __future__ import annotations
 
+import os
+from collections import deque
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from typing import Literal
 
 import numpy as np
@@ -120,15 +124,45 @@ def cross_fit_advantage(scores: np.ndarray, membership: np.ndarray, *, folds: np
     return out / 2
 
 
+def threads() -> int:
+    """Threads for the attacks' independent pieces (permutations, reference models): the CPUs this process may
+    use, at most 8 (each holds a few [M, m] arrays). numpy releases the GIL in the sorts, gathers and sums."""
+    try:
+        n = len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        n = os.cpu_count() or 1
+    return max(1, min(8, n))
+
+
+def ordered_map(fn: Callable, items, *, ahead: int | None = None) -> list:
+    """``[fn(x) for x in items]``, computed on :func:`threads` threads, returned in order. ``items`` is consumed in
+    order on the calling thread (a generator drawing from an rng draws exactly what the loop would), at most
+    ``ahead`` (default 2 per thread) items ahead of the results, so memory stays bounded."""
+    n = threads()
+    if n == 1:
+        return [fn(x) for x in items]
+    ahead = ahead or 2 * n
+    out, pending = [], deque()
+    with ThreadPoolExecutor(n, thread_name_prefix="fairdp-attack") as pool:
+        for x in items:
+            pending.append(pool.submit(fn, x))
+            if len(pending) >= ahead:
+                out.append(pending.popleft().result())
+        out += [f.result() for f in pending]
+    return out
+
+
 def null_corrected_advantage(scores: np.ndarray, membership: np.ndarray, *, rng: np.random.Generator,
-                             n_null: int = 50) -> np.ndarray:
-    """In-sample advantage minus its mean under ``n_null`` permutations of each record's IN/OUT labels, [m]."""
-    pre = sort_columns(scores)  # the scores are fixed: one sort serves the observed labels and every permutation
+                             n_null: int = 50, presorted: tuple | None = None) -> np.ndarray:
+    """In-sample advantage minus its mean under ``n_null`` permutations of each record's IN/OUT labels, [m].
+    The permutations are drawn in order on this thread; their advantages are computed on :func:`threads` threads
+    and summed in the order drawn (the same bits as one thread). ``presorted``: :func:`sort_columns` of scores."""
+    pre = sort_columns(scores) if presorted is None else presorted  # one sort serves every permutation
     obs = best_cut(scores, membership, presorted=pre)[0]
     null = np.zeros_like(obs)
-    for _ in range(n_null):
-        perm = rng.permuted(membership, axis=0)
-        null += best_cut(scores, perm, presorted=pre)[0]
+    perms = (rng.permuted(membership, axis=0) for _ in range(n_null))
+    for adv in ordered_map(lambda perm: best_cut(scores, perm, presorted=pre)[0], perms):
+        null += adv
     return obs - null / n_null
 
 
@@ -179,9 +213,17 @@ def _advantage_of_predictions(pred: np.ndarray, membership: np.ndarray) -> np.nd
     return (pred & lab).sum(0) / np.maximum(lab.sum(0), 1) - (pred & ~lab).sum(0) / np.maximum((~lab).sum(0), 1)
 
 
-def ga_predictions(scores: np.ndarray, membership: np.ndarray) -> np.ndarray:
-    """PA-GA's "IN" predictions [M, m]: one best-accuracy threshold per model over all audit records."""
-    thr = _row_thresholds(scores, membership)
+def ga_predictions(scores: np.ndarray, membership: np.ndarray, *, presorted: tuple | None = None,
+                   labels_sorted: np.ndarray | None = None) -> np.ndarray:
+    """PA-GA's "IN" predictions [M, m]: one best-accuracy threshold per model over all audit records.
+    ``presorted`` / ``labels_sorted``: as in :func:`gba_predictions` (the rows' sort shared with PA-GBA)."""
+    if presorted is None:
+        thr = _row_thresholds(scores, membership)
+    else:
+        order, s_sorted = presorted
+        l_sorted = (np.take_along_axis(np.asarray(membership, dtype=bool), order, axis=1)
+                    if labels_sorted is None else labels_sorted)
+        thr = _sorted_row_thresholds(s_sorted, l_sorted)
     return scores >= thr[:, None]
 
 
@@ -191,32 +233,40 @@ def ga_advantage(scores: np.ndarray, membership: np.ndarray) -> np.ndarray:
 
 
 def gba_predictions(scores: np.ndarray, membership: np.ndarray, group: np.ndarray, *,
-                    presorted: tuple | None = None) -> np.ndarray:
+                    presorted: tuple | None = None, labels_sorted: np.ndarray | None = None) -> np.ndarray:
     """PA-GBA's predictions [M, m]: one threshold per model and group (fitted on that group's records, so a small
     group's threshold overfits it: compare PA-GBA's Δ with its null floor, never rank attacks by plug-in Δ).
-    ``presorted``: :func:`sort_rows` of these scores: each group's records are read off the sorted rows in order
-    (a stable sort keeps ties in record order, as sorting the group alone would), so refitting on other groups
-    (the null floor's permuted labels) sorts nothing."""
+    ``presorted``: :func:`sort_rows` of these scores, and ``labels_sorted`` the membership in that order: each
+    group's records are read off the sorted rows in order (a stable sort keeps ties in record order, as sorting the
+    group alone would), so refitting on other groups (the null floor's permuted labels) sorts no score."""
     lab = np.asarray(membership, dtype=bool)
     group = np.asarray(group)
     order, s_sorted = presorted if presorted is not None else sort_rows(scores)
-    l_sorted, g_sorted = np.take_along_axis(lab, order, axis=1), group[order]
+    l_sorted = np.take_along_axis(lab, order, axis=1) if labels_sorted is None else labels_sorted
     M = scores.shape[0]
+    ks, codes = np.unique(group, return_inverse=True)
+    codes = codes.astype(np.uint8 if len(ks) <= 256 else np.int64)
+    # Each row's positions grouped by group, in score order within a group: a stable (radix) sort of the small group
+    # codes. Group k's records are then one block of columns, the same values in the same order as a boolean mask
+    # of the sorted rows would pick, without K masked copies of the [M, m] rows.
+    by_group = np.argsort(codes[order], axis=1, kind="stable")
+    s_grouped, l_grouped = np.take_along_axis(s_sorted, by_group, axis=1), np.take_along_axis(l_sorted, by_group, axis=1)
     pred = np.zeros(scores.shape, dtype=bool)
-    for k in np.unique(group):
-        in_k = g_sorted == k  # every row holds the group's records, in score order
-        n_k = int(in_k[0].sum())
-        thr = _sorted_row_thresholds(s_sorted[in_k].reshape(M, n_k), l_sorted[in_k].reshape(M, n_k))
-        cols = group == k
+    start = 0
+    for c, n_k in enumerate(np.bincount(codes, minlength=len(ks))):
+        thr = _sorted_row_thresholds(s_grouped[:, start:start + n_k], l_grouped[:, start:start + n_k])
+        start += n_k
+        cols = codes == c
         pred[:, cols] = scores[:, cols] >= thr[:, None]
     return pred
 
 
 def gba_advantage(scores: np.ndarray, membership: np.ndarray, group: np.ndarray, *,
-                  presorted: tuple | None = None) -> np.ndarray:
-    """PA-GBA: as PA-GA with one threshold per model and group. ``group`` [m]; ``presorted`` as in
-    :func:`gba_predictions`."""
-    return _advantage_of_predictions(gba_predictions(scores, membership, group, presorted=presorted), membership)
+                  presorted: tuple | None = None, labels_sorted: np.ndarray | None = None) -> np.ndarray:
+    """PA-GBA: as PA-GA with one threshold per model and group. ``group`` [m]; ``presorted`` and ``labels_sorted``
+    as in :func:`gba_predictions`."""
+    return _advantage_of_predictions(gba_predictions(scores, membership, group, presorted=presorted,
+                                                     labels_sorted=labels_sorted), membership)
 
 
 def lira_scores(phi: np.ndarray, membership: np.ndarray, *, mode: Literal["online", "offline"] = "online",
@@ -392,6 +442,43 @@ def _share_auc(lr: np.ndarray, lab: np.ndarray, gamma: float, halves: np.ndarray
     return u2 / (2 * n_pos * n_neg)
 
 
+def _share_auc_grid(lr: np.ndarray, lab: np.ndarray, gamma: float, halves: np.ndarray) -> np.ndarray:
+    """:func:`_share_auc` of every row of ``lr`` [G, m] (one model's LRs at G values of a), bit for bit: the rows are
+    sorted together, and each half's members and non-members are counted from their own sorted LRs (a search with
+    sorted keys walks the population once; the counts k do not depend on the order they are found in)."""
+    G = lr.shape[0]
+    n_pos = int(lab.sum())
+    n_neg = len(lab) - n_pos
+    ns, members, non = [], [], []
+
+    def counts(x: np.ndarray, pop: np.ndarray) -> np.ndarray:  # [G, n + 1]: per row, how many x have k = 0..n
+        n = pop.shape[1]
+        k = np.stack([np.searchsorted(pop[i], x[i], side="right") for i in range(G)]) if x.shape[1] else \
+            np.zeros((G, 0), np.int64)
+        return np.bincount((k + (n + 1) * np.arange(G)[:, None]).ravel(), minlength=G * (n + 1)).reshape(G, n + 1)
+
+    for h in (0, 1):
+        cols = halves == h
+        pop = np.sort(lr[:, ~lab & ~cols], axis=1)
+        if pop.shape[1] < 2:
+            raise ValueError("RMIA needs at least two OUT records per model in each half of the audited records")
+        ns.append(pop.shape[1])
+        members.append(counts(np.sort(lr[:, cols & lab] / gamma, axis=1), pop))
+        non.append(counts(np.sort(lr[:, cols & ~lab] / gamma, axis=1), pop))
+    if n_pos == 0 or n_neg == 0:
+        return np.full(G, np.nan)
+    below = [np.concatenate((np.zeros((G, 1), np.int64), np.cumsum(c, axis=1)), axis=1) for c in non]
+    u2 = np.zeros(G, np.int64)  # exact: at most 2·n_pos·n_neg, far below 2**53, so the division below rounds once
+    for h in (0, 1):
+        k1 = np.arange(ns[h] + 1)
+        for h2 in (0, 1):
+            t, rem = np.divmod(k1 * ns[h2], ns[h])
+            lt = below[h2][:, t + (rem > 0)]
+            eq = np.where(rem == 0, non[h2][:, t], 0)
+            u2 += (members[h] * (2 * lt + eq)).sum(1)
+    return u2 / (2 * n_pos * n_neg)
+
+
 def choose_offline_a(p_ref: np.ndarray, lab_ref: np.ndarray, *, gamma: float = 1.0, n_ref: int | None = None,
                      trim: float = 0.0, grid: np.ndarray = A_GRID, halves: np.ndarray | None = None) -> float:
     """Offline RMIA's a, chosen from reference models alone (the RMIA paper's procedure): ``p_ref``/``lab_ref``
@@ -407,11 +494,15 @@ def choose_offline_a(p_ref: np.ndarray, lab_ref: np.ndarray, *, gamma: float = 1
     halves = np.arange(m) % 2 if halves is None else halves
     grid = np.asarray(grid)  # in its own dtype: a of the grid enters 1 + a as the scalar loop's a did
     pr_out = _pr_out_by_pair(p_ref, lab_ref, n_ref, trim)  # the same for every a
-    auc = np.zeros(len(grid))
-    for r in range(K):
+
+    def aucs(r: int) -> np.ndarray:
         lr = p_ref[r] / np.maximum(_offline_pr(pr_out[r], grid[:, None]), 1e-300)  # [len(grid), m]
-        for i in range(len(grid)):
-            auc[i] += _share_auc(lr[i], lab_ref[r], gamma, halves)
+        return _share_auc_grid(lr, lab_ref[r], gamma, halves)
+
+    auc = np.zeros(len(grid))
+    for row in ordered_map(aucs, range(K)):  # summed in row order, as one thread would
+        for i, v in enumerate(row):
+            auc[i] += v
     return float(grid[int(np.argmax(auc))])
 
 

@@ -23,12 +23,15 @@ import pandas as pd
 
 from .attacks import (
     OFFLINE_RMIA_MIN_MODELS,
+    best_cut,
     ga_predictions,
     gba_advantage,
     gba_predictions,
     lira_scores,
-    record_advantage,
+    null_corrected_advantage,
+    ordered_map,
     rmia_scores,
+    sort_columns,
     sort_rows,
 )
 from .inference import (
@@ -90,11 +93,37 @@ class Bank:
         """The attack scores (of :data:`SCORE_NAMES`) computed so far, in that order."""
         return {k: self._cache[k] for k in SCORE_NAMES if k in self._cache}
 
+    @property
+    def rows_sorted(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Each model's scores sorted (:func:`sort_rows`) and its labels in that order: PA-GA, PA-GBA and PA-GBA's
+        floor read the one sort."""
+        def compute():
+            order, s_sorted = sort_rows(self.scores)
+            return order, s_sorted, np.take_along_axis(np.asarray(self.mem, dtype=bool), order, axis=1)
+        return self._once("rows_sorted", compute)
+
+    @property
+    def columns_sorted(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Each record's scores sorted over models (:func:`sort_columns`): the in-sample and null-corrected
+        PA-ALOOA read the one sort."""
+        return self._once("columns_sorted", lambda: sort_columns(self.scores))
+
+    def ga(self) -> np.ndarray:
+        order, s_sorted, l_sorted = self.rows_sorted
+        return ga_predictions(self.scores, self.mem, presorted=(order, s_sorted), labels_sorted=l_sorted)
+
+    def gba(self, group: np.ndarray | None = None, advantage: bool = False) -> np.ndarray:
+        """PA-GBA's predictions on ``group`` (default the bank's), or with ``advantage`` its per-record advantage."""
+        order, s_sorted, l_sorted = self.rows_sorted
+        fn = gba_advantage if advantage else gba_predictions
+        return fn(self.scores, self.mem, self.g if group is None else group, presorted=(order, s_sorted),
+                  labels_sorted=l_sorted)
+
     def gba_floor(self) -> float:
-        """PA-GBA's null floor: its per-group thresholds refitted on permuted group labels (the rows sorted once)."""
-        rows_sorted = sort_rows(self.scores)
-        floors = [delta_pp(gpr(gba_advantage(self.scores, self.mem, pg, presorted=rows_sorted), pg, self.K))
-                  for pg in (self.rng.permutation(self.g) for _ in range(self.n_null))]
+        """PA-GBA's null floor: its per-group thresholds refitted on permuted group labels (the rows sorted once).
+        The permutations are drawn in order here; the refits run on threads (:func:`~.attacks.ordered_map`)."""
+        perms = [self.rng.permutation(self.g) for _ in range(self.n_null)]
+        floors = ordered_map(lambda pg: delta_pp(gpr(self.gba(pg, advantage=True), pg, self.K)), perms)
         return float(np.mean(floors))
 
 
@@ -132,11 +161,11 @@ class Attack:
 # half of the audited records); its threshold is cross-fitted like PA-ALOOA's.
 REGISTRY: dict[str, Attack] = {a.name: a for a in (
     Attack("alooa_cross_fit", contributions=lambda b: cross_fit_contributions(b.scores, b.mem)),
-    Attack("alooa_in_sample", advantage=lambda b: record_advantage(b.scores, b.mem, estimator="in_sample")),
-    Attack("alooa_null_corrected", advantage=lambda b: record_advantage(b.scores, b.mem, estimator="null_corrected",
-                                                                          rng=b.rng, n_null=b.n_null)),
-    Attack("ga", contributions=lambda b: prediction_contributions(ga_predictions(b.scores, b.mem), b.mem)),
-    Attack("gba", contributions=lambda b: prediction_contributions(gba_predictions(b.scores, b.mem, b.g), b.mem),
+    Attack("alooa_in_sample", advantage=lambda b: best_cut(b.scores, b.mem, presorted=b.columns_sorted)[0]),
+    Attack("alooa_null_corrected", advantage=lambda b: null_corrected_advantage(
+        b.scores, b.mem, rng=b.rng, n_null=b.n_null, presorted=b.columns_sorted)),
+    Attack("ga", contributions=lambda b: prediction_contributions(b.ga(), b.mem)),
+    Attack("gba", contributions=lambda b: prediction_contributions(b.gba(), b.mem),
            null_floor=Bank.gba_floor, test_delta=False,
            note="per-group thresholds: Δ > 0 without leakage; compare with null_floor_pp"),
     Attack("lira_online", contributions=lambda b: prediction_contributions(b.lira_online >= 0, b.mem),

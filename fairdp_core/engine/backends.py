@@ -33,6 +33,20 @@ def stack_params(modules: list[nn.Module]) -> dict[str, torch.Tensor]:
     return {n: torch.stack([dict(m.named_parameters())[n].detach() for m in modules]) for n in names}
 
 
+def _row_sq(x: torch.Tensor, chunk_elems: int = 1 << 18) -> torch.Tensor:
+    """``(x * x).sum(-1)``, the same bits, over slices of the leading dimension small enough (``chunk_elems``
+    numbers, 1 MiB in float32) that the squares stay in cache instead of a full-size temporary going through memory
+    (3x faster for an [M = 128, 256, 256] bank on this CPU: benchmarks/ratios.md)."""
+    rows = max(1, chunk_elems // max(1, x[0].numel())) if x.dim() > 1 and x.shape[0] else 0
+    if not rows or rows >= x.shape[0]:
+        return (x * x).sum(-1)
+    out = x.new_empty(x.shape[:-1])
+    for s in range(0, x.shape[0], rows):
+        part = x[s:s + rows]
+        torch.sum(part * part, -1, out=out[s:s + rows])
+    return out
+
+
 class Backend:
     def per_sample(self, params, x, y, x_sq=None):
         """Norms [M, W] of the per-sample gradients of samples x [M, W, ...] with labels y [M, W], and a context.
@@ -81,15 +95,16 @@ class DenseBackend(Backend):
         deltas = [delta]
         for i in range(len(self.layers) - 1, 0, -1):  # backpropagate δ through tanh layers
             W = params[f"{self.layers[i]}.weight"]
-            delta = torch.bmm(delta, W) * (1 - acts[i] ** 2)
+            dtanh = (acts[i] ** 2).neg_().add_(1)  # 1 − a², in place: (−a²) + 1 rounds as 1 − a² does
+            delta = torch.bmm(delta, W).mul_(dtanh)
             deltas.append(delta)
         deltas.reverse()
         return acts, deltas
 
     def per_sample(self, params, x, y, x_sq=None):
         acts, deltas = self._deltas(params, x, y)
-        a_sq = [x_sq if x_sq is not None else (acts[0] * acts[0]).sum(-1)] + [(a * a).sum(-1) for a in acts[1:]]
-        sq = sum((d * d).sum(-1) * (s + 1) for d, s in zip(deltas, a_sq))
+        a_sq = [x_sq if x_sq is not None else _row_sq(acts[0])] + [_row_sq(a) for a in acts[1:]]
+        sq = sum(_row_sq(d) * (s + 1) for d, s in zip(deltas, a_sq))
         return sq.sqrt(), (acts, deltas)
 
     def batch_grad(self, params, x, y, weights):

@@ -21,12 +21,14 @@ diagnostic outside ε, never used in training: per model and group, how many per
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import math
 import os
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from typing import Literal
 
@@ -203,18 +205,34 @@ class _Adam:
             p.addcdiv_(self.m[n], denom, value=-self.lr / c1)
 
 
+@functools.cache
+def _noise_pool(threads: int) -> ThreadPoolExecutor:
+    """One pool per process and thread count, shared by every bank it trains."""
+    return ThreadPoolExecutor(threads, thread_name_prefix="fairdp-noise")
+
+
 class _NoiseBank:
-    """Standard normal draws [M, P] per step, each model from its own generator, pre-drawn in blocks."""
+    """Standard normal draws [M, P] per step, each model from its own generator, pre-drawn in blocks.
+
+    A generator draws on one thread, so on a CPU the models' draws are shared out over ``torch.get_num_threads()``
+    Python threads (torch releases the GIL): each generator still draws its own sequence, so the bits are those of
+    drawing the models one after the other."""
 
     def __init__(self, gens: list[torch.Generator], P: int, device) -> None:
         self.gens, self.P, self.device = gens, P, device
         self.block = int(min(64, max(1, 2**16 // max(P, 1))))  # depends on P only, never on M
         self._buf, self._t = None, self.block
+        threads = min(torch.get_num_threads(), len(gens))
+        self._pool = (_noise_pool(threads) if torch.device(device).type == "cpu" and threads > 1
+                      and self.block * P * len(gens) >= 2**16 else None)
+
+    def _draw(self, g: torch.Generator) -> torch.Tensor:
+        return torch.randn(self.block, self.P, generator=g, device=self.device)
 
     def next(self) -> torch.Tensor:
         if self._t >= self.block:
-            self._buf = torch.stack([torch.randn(self.block, self.P, generator=g, device=self.device)
-                                     for g in self.gens], dim=1)  # [block, M, P]
+            draws = list(self._pool.map(self._draw, self.gens)) if self._pool else [self._draw(g) for g in self.gens]
+            self._buf = torch.stack(draws, dim=1)  # [block, M, P]
             self._t = 0
         out = self._buf[self._t]
         self._t += 1
