@@ -75,10 +75,16 @@ clean-venv:
 breakages: $(STAMP)
 	$(BIN)/python tests/privacy_breakages.py
 
-.PHONY: bench bench-quick bench-sharding bench-gpu
+.PHONY: bench bench-quick bench-sharding bench-gpu bench-ratios
+# The cost of privacy first (DP-SGD ÷ non-private at one bank size per workload, 7 interleaved rounds, against
+# benchmarks/ratios_baseline.json: benchmarks/ratios.md), then the table against Opacus, then sharding.
 bench: $(STAMP)
+	$(BIN)/python benchmarks/run.py --ratios
 	$(BIN)/python benchmarks/run.py
 	$(BIN)/python benchmarks/run.py --sharding
+
+bench-ratios: $(STAMP)
+	$(BIN)/python benchmarks/run.py --ratios
 
 # 1 process vs 2 worker processes (loky) vs 2 Ray tasks, interleaved: benchmarks/sharding.md
 bench-sharding: $(STAMP)

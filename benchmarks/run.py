@@ -5,6 +5,7 @@
     python benchmarks/run.py --paper-adult [--workers 1 2] [--repeats 3]   # one paper-scale Adult/LR bank, real data
     python benchmarks/run.py --conv-patches [--repeats 5]   # per-sample conv gradients: unfold vs strided patches
     python benchmarks/run.py --ratios [--rounds 7] [--save-baseline]   # DP-SGD ÷ non-private, one fixed M per workload
+    python benchmarks/run.py --cnn-step [--repeats 5]   # where a CNN's DP-SGD step goes, per model and step
 
 Writes ``results.json`` (a list of records: workload, method, n_models, samples_per_s, model_epochs_per_s,
 gflops, ...) and ``results.md``. Workloads use synthetic data of the study's shapes: Adult-shaped (n = 32,000,
@@ -149,7 +150,11 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=7, help="--ratios: interleaved rounds (at least 5)")
     ap.add_argument("--save-baseline", action="store_true",
                     help="--ratios: also write ratios_baseline.json, what later runs compare non-private speed with")
+    ap.add_argument("--cnn-step", action="store_true",
+                    help="only where a CNN's DP-SGD step goes, per model and step, against SGD's (one thread)")
     args = ap.parse_args()
+    if args.cnn_step:
+        return cnn_step(Path(args.out), repeats=max(args.repeats, 5))
     if args.ratios:
         torch.set_num_threads(args.threads)
         if args.rounds < 5:
@@ -481,6 +486,59 @@ def ratios(out: Path, *, repeats: int, save_baseline: bool) -> None:
                      f"| {'yes' if r['ratio'] >= r['target'] else 'no'} | {r.get('sgd_vs_baseline', '')} "
                      f"| {r.get('dpsgd_vs_baseline', '')} |")
     (out / "ratios.md").write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+
+
+def cnn_step(out: Path, *, repeats: int) -> None:
+    """Where a CNN's DP-SGD step goes, per model and step (256 samples, one thread, medians of ``repeats``
+    interleaved rounds of 10 calls): SGD's whole gradient (``batch_grad``) against DP-SGD's forward and backward to
+    the layer outputs (``_one``), each convolution's patch copy and per-sample GEMM, the norms and the clipped sum.
+    What is left of the DP-SGD ÷ non-private ratio to gain is read off these (docs/performance.md)."""
+    import statistics
+
+    from fairdp_core.engine.backends import LayerBackend, _row_sq
+    from fairdp_core.models import MnistCNN, UTKFaceCNN
+
+    torch.set_num_threads(1)
+    W, rows = 256, []
+    cases = {"mnist_cnn": (MnistCNN(10), (1, 28, 28), 10), "utkface_cnn": (UTKFaceCNN(2), (1, 48, 48), 2)}
+    times: dict[tuple[str, str], list[float]] = {}
+    for _ in range(repeats):
+        for wl, (mod, shape, C) in cases.items():
+            torch.manual_seed(0)
+            be = LayerBackend(mod)
+            p1 = {k: v.detach().clone() for k, v in be.module.named_parameters()}
+            p = {k: v.unsqueeze(0) for k, v in p1.items()}
+            x, y, w = torch.randn(1, W, *shape), torch.randint(0, C, (1, W)), torch.ones(1, W)
+            norms, ctx = be.per_sample(p, x, y)
+            pairs = be._one(p1, x[0], y[0])
+            parts = {"SGD: batch_grad": lambda: be.batch_grad(p, x, y, w),
+                     "DP-SGD: per_sample (all)": lambda: be.per_sample(p, x, y),
+                     "DP-SGD: forward + backward to outputs": lambda: be._one(p1, x[0], y[0]),
+                     "DP-SGD: clipped_sum": lambda: be.clipped_sum(ctx, w)}
+            for (name, layer), (a, d) in zip(be.layers, pairs):
+                if isinstance(layer, torch.nn.Conv2d):
+                    P = be._patches(layer, a)
+                    g = torch.bmm(d.flatten(2), P)
+                    parts[f"DP-SGD: {name} patches"] = lambda layer=layer, a=a: be._patches(layer, a)
+                    parts[f"DP-SGD: {name} per-sample GEMM"] = lambda d=d, P=P: torch.bmm(d.flatten(2), P)
+                    parts[f"DP-SGD: {name} norms"] = lambda g=g: _row_sq(g.flatten(1))
+            for name, fn in parts.items():
+                fn()
+                t0 = time.perf_counter()
+                for _ in range(10):
+                    fn()
+                times.setdefault((wl, name), []).append((time.perf_counter() - t0) / 10 * 1e3)
+    lines = [f"Per model and step (256 samples, 1 thread, torch {torch.__version__}), medians of {repeats} interleaved "
+             "rounds of 10 calls, ms. `python benchmarks/run.py --cnn-step`.", "", "| workload | part | ms | range |",
+             "|---|---|---|---|"]
+    for (wl, name), v in times.items():
+        rows.append({"workload": wl, "part": name, "median_ms": round(statistics.median(v), 2),
+                     "min_ms": round(min(v), 2), "max_ms": round(max(v), 2)})
+        lines.append(f"| {wl} | {name} | {statistics.median(v):.2f} | {min(v):.2f}–{max(v):.2f} |")
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "cnn_step.json").write_text(json.dumps(rows, indent=1))
+    (out / "cnn_step.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
 
 

@@ -91,14 +91,14 @@ def test_profiles_are_valid(project, profile):
         # one lr for every arm: the default profile's per-algorithm lr must not reach the quantile arm
         assert {(s["lr"], s["epochs"], s["batch_size"]) for s in specs} == {(0.1, 20, 256)}
         assert {s["clip"] for s in specs if "clip" in s} == {10.0}
-    if profile == "claims_utkface_pilot":  # UTKFace's config: C = 10, Adam at lr 0.001, every arm; its whole split
+    if profile == "claims_utkface_pilot":  # UTKFace's config: C = 10, Adam, every arm at the tuned lr 0.005; whole split
         from fairdp_core.stages.plan import train_plan
 
         assert p.audit.m == "all" and p.audit.R == 16 and len(p.runs) == 2 * 2
         assert p.data.datasets["utkface"].train_size is None
         specs = [train_plan(p, name)["spec"] for name in p.runs]
         assert {(s["lr"], s["epochs"], s["batch_size"], s["clip"], s["optimizer"]) for s in specs} == {
-            (0.001, 20, 256, 10.0, "adam")}
+            (0.005, 20, 256, 10.0, "adam")}
     if profile == "claims_utkface":  # the CPU design: 2R = 8, 6 paired seeds, both arms at the tuned Adam lr 0.005
         from fairdp_core.stages.plan import train_plan
 

@@ -17,8 +17,14 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import sys
 import time
 from pathlib import Path
+
+if __name__ == "__main__":  # re-exec with the allocator settings BEFORE torch and the engine are imported: after
+    from . import reexec_with_malloc_env  # them, a plain `dvc repro` paid the stage's imports twice (1.4 s a stage)
+
+    reexec_with_malloc_env("fairdp_core.stages.train", sys.argv[1:])
 
 import numpy as np
 
@@ -164,9 +170,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    import sys
+    from . import stage_main
 
-    from . import reexec_with_malloc_env, stage_main
-
-    reexec_with_malloc_env("fairdp_core.stages.train", sys.argv[1:])
     sys.exit(stage_main("train", main))
