@@ -437,7 +437,11 @@ def ratios(out: Path, *, repeats: int, save_baseline: bool) -> None:
     ratio is the median of the per-round ratios (paired, so a slow spell of the machine cancels), with its range.
     Non-private throughput is compared with ``ratios_baseline.json`` (the code before the issue-33 work, measured on
     this kind of machine): a ratio won by slowing SGD down would not count."""
-    env = {"threads": torch.get_num_threads(), "torch": torch.__version__, "repeats": repeats,
+    import subprocess
+
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=Path(__file__).parent, capture_output=True,
+                            text=True).stdout.strip() or None
+    env = {"threads": torch.get_num_threads(), "torch": torch.__version__, "repeats": repeats, "commit": commit,
            "load_avg_before": round(os.getloadavg()[0], 2), "MKL_CBWR": os.environ.get("MKL_CBWR"),
            "MALLOC_MMAP_THRESHOLD_": os.environ.get("MALLOC_MMAP_THRESHOLD_")}
     data = {wl: workload(wl) for wl in RATIO_PLAN}

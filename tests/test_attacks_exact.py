@@ -142,8 +142,14 @@ def test_threaded_pieces_equal_the_references_bit_for_bit(monkeypatch, n_threads
     estimator, offline RMIA's choice of a and PA-GBA's floor give the one-thread bits on any number of threads."""
     monkeypatch.setattr(attacks, "threads", lambda: n_threads)
     s, mem, g = _bank(4, 16, 300)
-    fast = attacks.null_corrected_advantage(s, mem, rng=np.random.default_rng(9), n_null=9)
-    assert np.array_equal(fast, ref.null_corrected_advantage(s, mem, rng=np.random.default_rng(9), n_null=9))
+    # unbalanced labels (each record IN in 2 to 13 of 15 models): advantages with denominators 2..13, whose float
+    # sum depends on the order it is taken in, so a permutation summed out of order changes the bits
+    rng = np.random.default_rng(11)
+    mem_u = rng.random((15, 300)) < rng.uniform(0.15, 0.85, 300)
+    mem_u[0], mem_u[1] = True, False
+    s_u = np.round(rng.normal(size=(15, 300)) + 0.4 * mem_u, 1)
+    fast = attacks.null_corrected_advantage(s_u, mem_u, rng=np.random.default_rng(9), n_null=9)
+    assert np.array_equal(fast, ref.null_corrected_advantage(s_u, mem_u, rng=np.random.default_rng(9), n_null=9))
     p = 1 / (1 + np.exp(-s))
     assert attacks.choose_offline_a(p, mem) == ref.choose_offline_a(p, mem)
 
@@ -164,3 +170,31 @@ def test_gba_groups_need_not_be_0_to_k():
     odd = np.array([2, 5, 9])[g]
     assert np.array_equal(attacks.gba_predictions(s, mem, odd), ref.gba_predictions(s, mem, odd))
     assert np.array_equal(attacks.gba_predictions(s, mem, odd), attacks.gba_predictions(s, mem, g))
+
+
+def test_ordered_map_returns_in_order_and_draws_on_the_calling_thread(monkeypatch):
+    """Results come back in the order of the items whatever order the threads finish in (random sleeps), and the
+    items are drawn lazily, on the calling thread, at most ``ahead`` before their results."""
+    import threading
+    import time
+
+    monkeypatch.setattr(attacks, "threads", lambda: 3)
+    rng = np.random.default_rng(0)
+    delays = rng.uniform(0, 0.01, 40)
+    drawn_on, outstanding = [], []
+    done = set()
+
+    def items():
+        for i in range(40):
+            drawn_on.append(threading.get_ident())
+            outstanding.append(i - len(done))
+            yield i
+
+    def fn(i):
+        time.sleep(delays[i])
+        done.add(i)
+        return i * i
+
+    assert attacks.ordered_map(fn, items(), ahead=4) == [i * i for i in range(40)]
+    assert set(drawn_on) == {threading.get_ident()}
+    assert max(outstanding) <= 4

@@ -125,13 +125,21 @@ def cross_fit_advantage(scores: np.ndarray, membership: np.ndarray, *, folds: np
 
 
 def threads() -> int:
-    """Threads for the attacks' independent pieces (permutations, reference models): the CPUs this process may
-    use, at most 8 (each holds a few [M, m] arrays). numpy releases the GIL in the sorts, gathers and sums."""
+    """Threads for the attacks' independent pieces (permutations, reference models): ``FAIRDP_ATTACK_THREADS`` if
+    set, else the CPUs this process may use, capped by ``OMP_NUM_THREADS`` when set (a campaign that runs one thread
+    a process sets it to 1) and at 4: each thread holds about 25 bytes per (model, record) of the bank (about
+    150 MB at the paper's Law design, M = 400 by m = 16,432), so memory grows with it. numpy releases the GIL in the
+    sorts, gathers and sums."""
+    if os.environ.get("FAIRDP_ATTACK_THREADS"):
+        return max(1, int(os.environ["FAIRDP_ATTACK_THREADS"]))
     try:
         n = len(os.sched_getaffinity(0))
     except AttributeError:  # not on Linux
         n = os.cpu_count() or 1
-    return max(1, min(8, n))
+    omp = os.environ.get("OMP_NUM_THREADS", "")
+    if omp.isdigit() and int(omp) > 0:
+        n = min(n, int(omp))
+    return max(1, min(4, n))
 
 
 def ordered_map(fn: Callable, items, *, ahead: int | None = None) -> list:

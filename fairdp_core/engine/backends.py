@@ -36,9 +36,15 @@ def stack_params(modules: list[nn.Module]) -> dict[str, torch.Tensor]:
 def _row_sq(x: torch.Tensor, chunk_elems: int = 1 << 18) -> torch.Tensor:
     """``(x * x).sum(-1)``, the same bits, over slices of the leading dimension small enough (``chunk_elems``
     numbers, 1 MiB in float32) that the squares stay in cache instead of a full-size temporary going through memory
-    (3x faster for an [M = 128, 256, 256] bank on this CPU: benchmarks/ratios.md)."""
-    rows = max(1, chunk_elems // max(1, x[0].numel())) if x.dim() > 1 and x.shape[0] else 0
-    if not rows or rows >= x.shape[0]:
+    (3x faster for an [M = 128, 256, 256] bank on one thread). A slice is only taken while it still holds at least
+    64 output rows and as many as torch has threads: torch then splits the work over output rows, each summed whole
+    as in the full call; with fewer rows it would split single rows across threads, in another order."""
+    if x.dim() < 2 or not x.shape[0]:
+        return (x * x).sum(-1)
+    per_row = x[0].numel()
+    outputs_per_row = per_row // max(1, x.shape[-1])
+    rows = max(1, chunk_elems // max(1, per_row))
+    if rows >= x.shape[0] or rows * outputs_per_row < max(64, torch.get_num_threads()):
         return (x * x).sum(-1)
     out = x.new_empty(x.shape[:-1])
     for s in range(0, x.shape[0], rows):

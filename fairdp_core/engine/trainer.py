@@ -207,7 +207,8 @@ class _Adam:
 
 @functools.cache
 def _noise_pool(threads: int) -> ThreadPoolExecutor:
-    """One pool per process and thread count, shared by every bank it trains."""
+    """One pool per process and thread count, shared by every bank it trains (the engine's worker processes are
+    started by loky or Ray, never forked from a process holding one)."""
     return ThreadPoolExecutor(threads, thread_name_prefix="fairdp-noise")
 
 
@@ -223,8 +224,10 @@ class _NoiseBank:
         self.block = int(min(64, max(1, 2**16 // max(P, 1))))  # depends on P only, never on M
         self._buf, self._t = None, self.block
         threads = min(torch.get_num_threads(), len(gens))
+        # threads only where each task is large (32 k normals or more: the MLPs and CNNs); an LR's small blocks draw
+        # faster one after the other than the pool hands them out
         self._pool = (_noise_pool(threads) if torch.device(device).type == "cpu" and threads > 1
-                      and self.block * P * len(gens) >= 2**16 else None)
+                      and self.block * P >= 2**15 else None)
 
     def _draw(self, g: torch.Generator) -> torch.Tensor:
         return torch.randn(self.block, self.P, generator=g, device=self.device)
