@@ -24,6 +24,7 @@ __all__ = [
     "best_cut",
     "sort_columns",
     "sort_rows",
+    "sort_rows_with_labels",
     "pair_folds",
     "cross_fit_advantage",
     "ga_advantage",
@@ -83,12 +84,13 @@ def best_cut(scores: np.ndarray, membership: np.ndarray, *, presorted: tuple | N
     return np.where(none, 0.0, best), np.where(none, np.inf, thr)
 
 
-def in_sample_advantage(scores: np.ndarray, membership: np.ndarray) -> np.ndarray:
+def in_sample_advantage(scores: np.ndarray, membership: np.ndarray, *, presorted: tuple | None = None) -> np.ndarray:
     """The paper's estimator: max over thresholds of TPR − FPR, chosen and scored on the same pairs, [m].
+    ``presorted``: :func:`sort_columns` of scores.
 
     Biased upward: with no leakage and R IN + R OUT pairs its mean is ≈ 0.115 at R = 50, ≈ 0.059 at R = 200.
     """
-    return best_cut(scores, membership)[0]
+    return best_cut(scores, membership, presorted=presorted)[0]
 
 
 def _rate_at(scores, membership, thr):
@@ -175,18 +177,20 @@ def null_corrected_advantage(scores: np.ndarray, membership: np.ndarray, *, rng:
 
 
 def record_advantage(scores: np.ndarray, membership: np.ndarray, *, estimator: Estimator = "cross_fit",
-                     rng: np.random.Generator | None = None, n_null: int = 50) -> np.ndarray:
-    """PA-ALOOA / PA-LOOA per-record advantage [m] with the chosen estimator."""
+                     rng: np.random.Generator | None = None, n_null: int = 50,
+                     presorted: tuple | None = None) -> np.ndarray:
+    """PA-ALOOA / PA-LOOA per-record advantage [m] with the chosen estimator. ``presorted``: :func:`sort_columns`
+    of scores, shared by the in-sample and null-corrected estimators (the cross-fitted one sorts each fold)."""
     if scores.shape != membership.shape:
         raise ValueError(f"scores {scores.shape} and membership {membership.shape} differ")
     if estimator == "in_sample":
-        return in_sample_advantage(scores, membership)
+        return in_sample_advantage(scores, membership, presorted=presorted)
     if estimator == "cross_fit":
         return cross_fit_advantage(scores, membership)
     if estimator == "null_corrected":
         if rng is None:
             raise ValueError("the null-corrected estimator needs rng")
-        return null_corrected_advantage(scores, membership, rng=rng, n_null=n_null)
+        return null_corrected_advantage(scores, membership, rng=rng, n_null=n_null, presorted=presorted)
     raise ValueError(f"unknown estimator {estimator!r}; known: {', '.join(ESTIMATORS)}")
 
 
@@ -210,10 +214,23 @@ def _sorted_row_thresholds(s_sorted: np.ndarray, l_sorted: np.ndarray) -> np.nda
     return np.where(best > n_out[:, 0], thr, np.inf)  # predicting all OUT is the baseline
 
 
-def _row_thresholds(scores: np.ndarray, membership: np.ndarray) -> np.ndarray:
-    """Per row (model): the threshold of best accuracy for "IN iff score ≥ t" over that row's records, [M]."""
-    order, s_sorted = sort_rows(scores)
-    return _sorted_row_thresholds(s_sorted, np.take_along_axis(np.asarray(membership, dtype=bool), order, axis=1))
+def sort_rows_with_labels(scores: np.ndarray, membership: np.ndarray, *, presorted: tuple | None = None,
+                          labels_sorted: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(order, sorted scores, labels in that order) of each row: :func:`sort_rows` and the membership gathered by
+    its order, each taken from ``presorted`` / ``labels_sorted`` where given (PA-GA, PA-GBA and PA-GBA's floor share
+    one)."""
+    order, s_sorted = presorted if presorted is not None else sort_rows(scores)
+    l_sorted = (np.take_along_axis(np.asarray(membership, dtype=bool), order, axis=1)
+                if labels_sorted is None else labels_sorted)
+    return order, s_sorted, l_sorted
+
+
+def _row_thresholds(scores: np.ndarray, membership: np.ndarray, *, presorted: tuple | None = None,
+                    labels_sorted: np.ndarray | None = None) -> np.ndarray:
+    """Per row (model): the threshold of best accuracy for "IN iff score ≥ t" over that row's records, [M].
+    ``presorted`` / ``labels_sorted``: as in :func:`sort_rows_with_labels`."""
+    _, s_sorted, l_sorted = sort_rows_with_labels(scores, membership, presorted=presorted, labels_sorted=labels_sorted)
+    return _sorted_row_thresholds(s_sorted, l_sorted)
 
 
 def _advantage_of_predictions(pred: np.ndarray, membership: np.ndarray) -> np.ndarray:
@@ -224,15 +241,8 @@ def _advantage_of_predictions(pred: np.ndarray, membership: np.ndarray) -> np.nd
 def ga_predictions(scores: np.ndarray, membership: np.ndarray, *, presorted: tuple | None = None,
                    labels_sorted: np.ndarray | None = None) -> np.ndarray:
     """PA-GA's "IN" predictions [M, m]: one best-accuracy threshold per model over all audit records.
-    ``presorted`` / ``labels_sorted``: as in :func:`gba_predictions` (the rows' sort shared with PA-GBA)."""
-    if presorted is None:
-        thr = _row_thresholds(scores, membership)
-    else:
-        order, s_sorted = presorted
-        l_sorted = (np.take_along_axis(np.asarray(membership, dtype=bool), order, axis=1)
-                    if labels_sorted is None else labels_sorted)
-        thr = _sorted_row_thresholds(s_sorted, l_sorted)
-    return scores >= thr[:, None]
+    ``presorted`` / ``labels_sorted``: as in :func:`sort_rows_with_labels` (the rows' sort shared with PA-GBA)."""
+    return scores >= _row_thresholds(scores, membership, presorted=presorted, labels_sorted=labels_sorted)[:, None]
 
 
 def ga_advantage(scores: np.ndarray, membership: np.ndarray) -> np.ndarray:
@@ -247,11 +257,9 @@ def gba_predictions(scores: np.ndarray, membership: np.ndarray, group: np.ndarra
     ``presorted``: :func:`sort_rows` of these scores, and ``labels_sorted`` the membership in that order: each
     group's records are read off the sorted rows in order (a stable sort keeps ties in record order, as sorting the
     group alone would), so refitting on other groups (the null floor's permuted labels) sorts no score."""
-    lab = np.asarray(membership, dtype=bool)
     group = np.asarray(group)
-    order, s_sorted = presorted if presorted is not None else sort_rows(scores)
-    l_sorted = np.take_along_axis(lab, order, axis=1) if labels_sorted is None else labels_sorted
-    M = scores.shape[0]
+    order, s_sorted, l_sorted = sort_rows_with_labels(scores, membership, presorted=presorted,
+                                                      labels_sorted=labels_sorted)
     ks, codes = np.unique(group, return_inverse=True)
     codes = codes.astype(np.uint8 if len(ks) <= 256 else np.int64)
     # Each row's positions grouped by group, in score order within a group: a stable (radix) sort of the small group
@@ -423,37 +431,14 @@ def _share_auc(lr: np.ndarray, lab: np.ndarray, gamma: float, halves: np.ndarray
     count of its population (n_h values) at or below LR/γ; distinct fractions with denominators this small stay
     distinct and in order as floats, so counting pairs of integers k, half by half, gives rankdata's tie-averaged
     rank sum exactly, and one correctly rounded division the same float."""
-    ks, ns, labs = [], [], []
-    for h in (0, 1):
-        cols = halves == h
-        pop = np.sort(lr[~lab & ~cols])
-        if len(pop) < 2:
-            raise ValueError("RMIA needs at least two OUT records per model in each half of the audited records")
-        ks.append(np.searchsorted(pop, lr[cols] / gamma, side="right"))
-        ns.append(len(pop))
-        labs.append(lab[cols])
-    n_pos = int(sum(lb.sum() for lb in labs))
-    n_neg = len(lab) - n_pos
-    if n_pos == 0 or n_neg == 0:
-        return float("nan")  # as _auc gives: no member, or no non-member, to compare
-    members = [np.bincount(k[lb], minlength=n + 1) for k, lb, n in zip(ks, labs, ns)]
-    non = [np.bincount(k[~lb], minlength=n + 1) for k, lb, n in zip(ks, labs, ns)]
-    below = [np.concatenate(([0], np.cumsum(c))) for c in non]  # below[h][j]: non-members of h with k < j
-    u2 = 0  # 2·#(member > non-member) + #(member = non-member)
-    for h in (0, 1):
-        k1 = np.arange(ns[h] + 1)
-        for h2 in (0, 1):
-            t, rem = np.divmod(k1 * ns[h2], ns[h])  # k1/n_h = k2/n_h2 at k2 = t exactly when rem = 0
-            lt = below[h2][t + (rem > 0)]  # k2/n_h2 < k1/n_h  ⟺  k2 < ⌈k1·n_h2/n_h⌉
-            eq = np.where(rem == 0, non[h2][t], 0)
-            u2 += int((members[h] * (2 * lt + eq)).sum())
-    return u2 / (2 * n_pos * n_neg)
+    return float(_share_auc_grid(lr[None], lab, gamma, halves)[0])
 
 
 def _share_auc_grid(lr: np.ndarray, lab: np.ndarray, gamma: float, halves: np.ndarray) -> np.ndarray:
-    """:func:`_share_auc` of every row of ``lr`` [G, m] (one model's LRs at G values of a), bit for bit: the rows are
-    sorted together, and each half's members and non-members are counted from their own sorted LRs (a search with
-    sorted keys walks the population once; the counts k do not depend on the order they are found in)."""
+    """:func:`_share_auc` of every row of ``lr`` [G, m] (one model's LRs at G values of a; the one-row case is
+    :func:`_share_auc` itself): the rows are sorted together, and each half's members and non-members are counted
+    from their own sorted LRs (a search with sorted keys walks the population once; the counts k do not depend on
+    the order they are found in)."""
     G = lr.shape[0]
     n_pos = int(lab.sum())
     n_neg = len(lab) - n_pos

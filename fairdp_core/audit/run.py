@@ -23,16 +23,15 @@ import pandas as pd
 
 from .attacks import (
     OFFLINE_RMIA_MIN_MODELS,
-    best_cut,
     ga_predictions,
     gba_advantage,
     gba_predictions,
     lira_scores,
-    null_corrected_advantage,
     ordered_map,
+    record_advantage,
     rmia_scores,
     sort_columns,
-    sort_rows,
+    sort_rows_with_labels,
 )
 from .inference import (
     cross_fit_contributions,
@@ -97,10 +96,7 @@ class Bank:
     def rows_sorted(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Each model's scores sorted (:func:`sort_rows`) and its labels in that order: PA-GA, PA-GBA and PA-GBA's
         floor read the one sort."""
-        def compute():
-            order, s_sorted = sort_rows(self.scores)
-            return order, s_sorted, np.take_along_axis(np.asarray(self.mem, dtype=bool), order, axis=1)
-        return self._once("rows_sorted", compute)
+        return self._once("rows_sorted", lambda: sort_rows_with_labels(self.scores, self.mem))
 
     @property
     def columns_sorted(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -161,9 +157,11 @@ class Attack:
 # half of the audited records); its threshold is cross-fitted like PA-ALOOA's.
 REGISTRY: dict[str, Attack] = {a.name: a for a in (
     Attack("alooa_cross_fit", contributions=lambda b: cross_fit_contributions(b.scores, b.mem)),
-    Attack("alooa_in_sample", advantage=lambda b: best_cut(b.scores, b.mem, presorted=b.columns_sorted)[0]),
-    Attack("alooa_null_corrected", advantage=lambda b: null_corrected_advantage(
-        b.scores, b.mem, rng=b.rng, n_null=b.n_null, presorted=b.columns_sorted)),
+    Attack("alooa_in_sample", advantage=lambda b: record_advantage(b.scores, b.mem, estimator="in_sample",
+                                                                     presorted=b.columns_sorted)),
+    Attack("alooa_null_corrected", advantage=lambda b: record_advantage(b.scores, b.mem, estimator="null_corrected",
+                                                                          rng=b.rng, n_null=b.n_null,
+                                                                          presorted=b.columns_sorted)),
     Attack("ga", contributions=lambda b: prediction_contributions(b.ga(), b.mem)),
     Attack("gba", contributions=lambda b: prediction_contributions(b.gba(), b.mem),
            null_floor=Bank.gba_floor, test_delta=False,
