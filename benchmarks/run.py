@@ -486,7 +486,8 @@ def ratios(out: Path, *, repeats: int, save_baseline: bool) -> None:
              "| SGD × baseline | DP-SGD × baseline |", "|---|---|---|---|---|---|---|---|---|---|"]
     for r in records:
         lines.append(f"| {r['workload']} | {r['n_models']} | {r['dpsgd_samples_per_s']:,.0f} "
-                     f"| {r['sgd_samples_per_s']:,.0f} | {r['ratio']:.2f} | {r['ratio_min']:.2f}–{r['ratio_max']:.2f} | {r['target']:.2f} "
+                     f"| {r['sgd_samples_per_s']:,.0f} | {r['ratio']:.2f} | {r['ratio_min']:.2f}–{r['ratio_max']:.2f} "
+                     f"| {r['target']:.2f} "
                      f"| {'yes' if r['ratio'] >= r['target'] else 'no'} | {r.get('sgd_vs_baseline', '')} "
                      f"| {r.get('dpsgd_vs_baseline', '')} |")
     (out / "ratios.md").write_text("\n".join(lines) + "\n")
