@@ -67,7 +67,7 @@ def choose_offline_a(p_ref, lab_ref, *, gamma=1.0, n_ref=None, trim=0.0, grid=No
     its population shares and ranked by scipy's rankdata."""
     from scipy.stats import rankdata
 
-    from fairdp_core.audit.attacks import A_GRID, RMIA_DEFAULT_A, _offline_pr, _population_share, _pr_out, _same_fold_refs
+    from fairdp_core.audit.attacks import A_GRID, RMIA_DEFAULT_A, _offline_pr, _pr_out, _same_fold_refs
 
     grid = A_GRID if grid is None else grid
     K, m = p_ref.shape
@@ -80,11 +80,22 @@ def choose_offline_a(p_ref, lab_ref, *, gamma=1.0, n_ref=None, trim=0.0, grid=No
         pr_out = _pr_out(p_ref[others], lab_ref[others], n_ref, trim)
         for i, a in enumerate(grid):
             lr = p_ref[r:r + 1] / np.maximum(_offline_pr(pr_out, a), 1e-300)
-            s = _population_share(lr, lab_ref[r:r + 1], gamma, halves)[0]
+            s = population_share(lr, lab_ref[r:r + 1], gamma, halves)[0]
             pos, neg = s[lab_ref[r]], s[~lab_ref[r]]
             rk = rankdata(np.r_[pos, neg])
             auc[i] += float((rk[: len(pos)].sum() - len(pos) * (len(pos) + 1) / 2) / (len(pos) * len(neg)))
     return float(grid[int(np.argmax(auc))])
+
+
+def population_share(lr, lab, gamma, halves):
+    """RMIA's population shares as first written: model by model, half by half, one sort and one search each."""
+    out = np.empty_like(lr)
+    for j in range(lr.shape[0]):
+        for h in (0, 1):
+            cols = halves == h
+            pop = np.sort(lr[j, ~lab[j] & ~cols])
+            out[j, cols] = np.searchsorted(pop, lr[j, cols] / gamma, side="right") / len(pop)
+    return out
 
 
 def offline_pr_out_rows(p, lab, rows, n_ref=None, trim=0.0):

@@ -164,6 +164,30 @@ def test_threaded_pieces_equal_the_references_bit_for_bit(monkeypatch, n_threads
     assert np.array_equal(bank.ga(), attacks.ga_predictions(s, mem))  # the rows' sort shared with PA-GBA
 
 
+@pytest.mark.parametrize("n_threads", [2, 3])
+def test_blocks_on_threads_equal_the_references_bit_for_bit(monkeypatch, n_threads):
+    """The column sort, RMIA's population shares and offline RMIA's reference means run in blocks of columns (or
+    models) on threads, for banks of at least BLOCK_MIN_CELLS elements (set to 0 here so that a small bank is cut
+    into blocks): the same bits as the slow references, with ties, γ = 2 and a bank whose models do not divide into
+    equal blocks."""
+    monkeypatch.setattr(attacks, "threads", lambda: n_threads)
+    monkeypatch.setattr(attacks, "BLOCK_MIN_CELLS", 0)
+    s, mem, _ = _bank(5, 14, 301, decimals=2)
+    order, s_sorted, cut_ok = attacks.sort_columns(s)
+    want = np.argsort(-s, axis=0, kind="stable")
+    assert np.array_equal(order, want) and np.array_equal(s_sorted, np.take_along_axis(s, want, axis=0))
+    assert np.array_equal(cut_ok[:-1], s_sorted[:-1] != s_sorted[1:]) and cut_ok[-1].all()
+    for got, want in zip(attacks.best_cut(s, mem), ref.best_cut(s, mem)):
+        assert np.array_equal(got, want)
+    p = 1 / (1 + np.exp(-s))
+    halves = np.arange(301) % 2
+    for gamma in (1.0, 2.0):
+        assert np.array_equal(attacks._population_share(p, mem, gamma, halves),
+                              ref.population_share(p, mem, gamma, halves))
+        assert attacks.choose_offline_a(p, mem, gamma=gamma) == ref.choose_offline_a(p, mem, gamma=gamma)
+    assert np.array_equal(attacks._pr_out_by_pair(p, mem, None, 0.0), ref.offline_pr_out_rows(p, mem, np.arange(14)))
+
+
 def test_gba_groups_need_not_be_0_to_k():
     """Group labels are read through np.unique: labels {2, 5, 9} fit the same thresholds as {0, 1, 2}."""
     s, mem, g = _bank(6, 16, 300)

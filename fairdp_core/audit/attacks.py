@@ -47,12 +47,19 @@ ESTIMATORS: tuple[str, ...] = ("in_sample", "cross_fit", "null_corrected")
 
 def sort_columns(scores: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Each column of scores [M, m] sorted once, descending (stable): (order, sorted scores, where a cut after
-    position k separates two distinct scores). Labels change between calls of :func:`best_cut`, the sort does not."""
+    position k separates two distinct scores). Labels change between calls of :func:`best_cut`, the sort does not.
+    Blocks of columns are sorted on :func:`threads` threads (a stable sort has one answer, whatever the block)."""
     s = np.asarray(scores, dtype=np.float64)
-    order = np.argsort(-s, axis=0, kind="stable")
-    s_sorted = np.take_along_axis(s, order, axis=0)
-    cut_ok = np.ones_like(s_sorted, dtype=bool)
-    cut_ok[:-1] = s_sorted[:-1] != s_sorted[1:]  # a cut after position k only where the next score differs
+    order = np.empty(s.shape, dtype=np.intp)
+    s_sorted = np.empty_like(s)
+    cut_ok = np.ones(s.shape, dtype=bool)
+
+    def block(sl: slice) -> None:
+        order[:, sl] = o = np.argsort(-s[:, sl], axis=0, kind="stable")
+        s_sorted[:, sl] = ss = np.take_along_axis(s[:, sl], o, axis=0)
+        cut_ok[:-1, sl] = ss[:-1] != ss[1:]  # a cut after position k only where the next score differs
+
+    in_blocks(block, s.shape[1], cells=s.size)
     return order, s_sorted, cut_ok
 
 
@@ -160,6 +167,19 @@ def ordered_map(fn: Callable, items, *, ahead: int | None = None) -> list:
                 out.append(pending.popleft().result())
         out += [f.result() for f in pending]
     return out
+
+
+BLOCK_MIN_CELLS = 1 << 18  # below this many elements, :func:`in_blocks` runs one block (threads cost more)
+
+
+def in_blocks(fn: Callable[[slice], None], n: int, *, cells: int) -> None:
+    """``fn(block)`` for contiguous blocks of ``range(n)`` that cover it once, on :func:`threads` threads: one block
+    a thread, or one in all when the work's array (``cells`` elements) is under :data:`BLOCK_MIN_CELLS`. For work
+    done column by column (or model by model) that writes its own part of preallocated outputs: each column sees
+    the same operations on the same values whatever its block, so the same bits on any number of threads."""
+    k = min(threads(), n) if cells >= BLOCK_MIN_CELLS else 1
+    edges = np.linspace(0, n, k + 1).astype(int)
+    ordered_map(fn, [slice(int(a), int(b)) for a, b in zip(edges[:-1], edges[1:])])
 
 
 def null_corrected_advantage(scores: np.ndarray, membership: np.ndarray, *, rng: np.random.Generator,
@@ -359,13 +379,18 @@ def _population_share(lr: np.ndarray, lab: np.ndarray, gamma: float, halves: np.
     record against all of them, as before, put their scores on different grids: k/(n−1) against k/n, which
     favoured non-members at γ > 1, AUC 0.43–0.49 on banks with no leak)."""
     out = np.empty_like(lr)
-    for j in range(lr.shape[0]):
-        for h in (0, 1):
-            cols = halves == h
-            pop = np.sort(lr[j, ~lab[j] & ~cols])
-            if len(pop) < 2:
-                raise ValueError("RMIA needs at least two OUT records per model in each half of the audited records")
-            out[j, cols] = np.searchsorted(pop, lr[j, cols] / gamma, side="right") / len(pop)
+    for h in (0, 1):
+        if (~lab & (halves != h)).sum(1).min(initial=2) < 2:
+            raise ValueError("RMIA needs at least two OUT records per model in each half of the audited records")
+
+    def rows(sl: slice) -> None:  # models are independent: blocks of them on threads
+        for j in range(sl.start, sl.stop):
+            for h in (0, 1):
+                cols = halves == h
+                pop = np.sort(lr[j, ~lab[j] & ~cols])
+                out[j, cols] = np.searchsorted(pop, lr[j, cols] / gamma, side="right") / len(pop)
+
+    in_blocks(rows, lr.shape[0], cells=lr.size)
     return out
 
 
@@ -409,19 +434,28 @@ def _pr_out_by_pair(p: np.ndarray, lab: np.ndarray, n_ref: int | None, trim: flo
             out[i + 1:i + 2] = out[i]
         return out
     out_rows = (~lab).astype(np.int64)
-    prefix, prefix_n = np.zeros(p.shape[1], dtype=q.dtype), np.zeros(p.shape[1], np.int64)
-    for i in range(0, K, 2):
-        acc, n = prefix.copy(), prefix_n.copy()
-        for row in range(i + 2, K):
-            acc += q[row]
-            n += out_rows[row]
-        if (n == 0).any():
-            raise ValueError("RMIA: a record has no reference model to estimate Pr(x) from")
-        out[i] = acc / n
-        out[i + 1:i + 2] = out[i]
-        for row in range(i, min(i + 2, K)):  # the prefix grows by this pair, row by row
-            prefix += q[row]
-            prefix_n += out_rows[row]
+    empty = []
+
+    def columns(sl: slice) -> None:  # records are independent: blocks of them on threads
+        qs, os_ = q[:, sl], out_rows[:, sl]
+        prefix, prefix_n = np.zeros(qs.shape[1], dtype=q.dtype), np.zeros(qs.shape[1], np.int64)
+        for i in range(0, K, 2):
+            acc, n = prefix.copy(), prefix_n.copy()
+            for row in range(i + 2, K):
+                acc += qs[row]
+                n += os_[row]
+            if (n == 0).any():
+                empty.append(i)
+                return
+            out[i, sl] = acc / n
+            out[i + 1:i + 2, sl] = out[i, sl]
+            for row in range(i, min(i + 2, K)):  # the prefix grows by this pair, row by row
+                prefix += qs[row]
+                prefix_n += os_[row]
+
+    in_blocks(columns, p.shape[1], cells=p.size)
+    if empty:
+        raise ValueError("RMIA: a record has no reference model to estimate Pr(x) from")
     return out
 
 
@@ -450,14 +484,21 @@ def _share_auc_grid(lr: np.ndarray, lab: np.ndarray, gamma: float, halves: np.nd
             np.zeros((G, 0), np.int64)
         return np.bincount((k + (n + 1) * np.arange(G)[:, None]).ravel(), minlength=G * (n + 1)).reshape(G, n + 1)
 
+    # Half h's population is the other half's non-members, so each half's non-members are sorted once: as the
+    # other half's population, and (divided by γ, which keeps them in order: x ≤ y gives x/γ ≤ y/γ in floats
+    # too) as this half's non-member keys. The halves are 0 and 1.
+    non_sorted = [np.sort(lr[:, (halves == h) & ~lab], axis=1) for h in (0, 1)]
+
+    def keys(x: np.ndarray) -> np.ndarray:
+        return x if gamma == 1 else x / gamma  # x / 1.0 is x: no copy
+
     for h in (0, 1):
-        cols = halves == h
-        pop = np.sort(lr[:, ~lab & ~cols], axis=1)
+        pop = non_sorted[1 - h]
         if pop.shape[1] < 2:
             raise ValueError("RMIA needs at least two OUT records per model in each half of the audited records")
         ns.append(pop.shape[1])
-        members.append(counts(np.sort(lr[:, cols & lab] / gamma, axis=1), pop))
-        non.append(counts(np.sort(lr[:, cols & ~lab] / gamma, axis=1), pop))
+        members.append(counts(keys(np.sort(lr[:, (halves == h) & lab], axis=1)), pop))
+        non.append(counts(keys(non_sorted[h]), pop))
     if n_pos == 0 or n_neg == 0:
         return np.full(G, np.nan)
     below = [np.concatenate((np.zeros((G, 1), np.int64), np.cumsum(c, axis=1)), axis=1) for c in non]
