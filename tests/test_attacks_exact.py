@@ -222,3 +222,23 @@ def test_ordered_map_returns_in_order_and_draws_on_the_calling_thread(monkeypatc
     assert attacks.ordered_map(fn, items(), ahead=4) == [i * i for i in range(40)]
     assert set(drawn_on) == {threading.get_ident()}
     assert max(outstanding) <= 4
+
+
+def test_audit_on_threads_is_the_one_thread_audit(monkeypatch):
+    """The whole audit (LiRA's two modes and the low-FPR view's groups on threads, the blocks cut small) gives the
+    one-thread results: every summary, the low-FPR view and the per-record advantages."""
+    import json
+
+    from fairdp_core.audit.run import audit
+
+    s, mem, g = _bank(8, 16, 400, decimals=2)
+    out = []
+    for n_threads, min_cells in ((1, 1 << 18), (3, 0)):
+        monkeypatch.setattr(attacks, "threads", lambda n=n_threads: n)
+        monkeypatch.setattr(attacks, "BLOCK_MIN_CELLS", min_cells)
+        res = audit(-np.abs(s), s, mem, g, ["a", "b", "c"], alpha=0.05, n_perm=50, n_null=5, stats_seed=1,
+                    delta=1e-5)
+        out.append((json.dumps([res.attacks, res.low_fpr, res.group_rows], sort_keys=True, default=str),
+                    res.records.to_csv()))
+        assert {"lira_scores_s", "low_fpr_s", "rmia_offline_s"} <= set(res.timings)
+    assert out[0] == out[1]
