@@ -242,3 +242,20 @@ def test_audit_on_threads_is_the_one_thread_audit(monkeypatch):
                     res.records.to_csv()))
         assert {"lira_scores_s", "low_fpr_s", "rmia_offline_s"} <= set(res.timings)
     assert out[0] == out[1]
+
+
+@pytest.mark.parametrize("gamma", [1.0, 2.0])
+def test_offline_rmia_scores_equal_their_reference_bit_for_bit(gamma):
+    """Offline RMIA's scores end to end (each fold's reference means computed once, read for its own scores and for
+    the other fold's a) against the references composed afresh: each fold's a from the other fold's models, each
+    model's Pr_OUT from the other pairs of its fold, population shares model by model."""
+    s, mem, _ = _bank(12, 16, 300, decimals=2)
+    got = attacks.rmia_scores(s, mem, mode="offline", gamma=gamma)
+    p = 1.0 / (1.0 + np.exp(-np.clip(s, -700, 700)))
+    folds, halves = attacks.pair_folds(16), np.arange(300) % 2
+    lr = np.empty_like(p)
+    for f in (0, 1):
+        rows, ref_rows = np.flatnonzero(folds == f), folds != f
+        a_f = ref.choose_offline_a(p[ref_rows], mem[ref_rows], gamma=gamma)
+        lr[rows] = p[rows] / np.maximum(attacks._offline_pr(ref.offline_pr_out_rows(p, mem, rows), a_f), 1e-300)
+    assert np.array_equal(got, ref.population_share(lr, mem, gamma, halves))

@@ -514,20 +514,23 @@ def _share_auc_grid(lr: np.ndarray, lab: np.ndarray, gamma: float, halves: np.nd
 
 
 def choose_offline_a(p_ref: np.ndarray, lab_ref: np.ndarray, *, gamma: float = 1.0, n_ref: int | None = None,
-                     trim: float = 0.0, grid: np.ndarray = A_GRID, halves: np.ndarray | None = None) -> float:
+                     trim: float = 0.0, grid: np.ndarray = A_GRID, halves: np.ndarray | None = None,
+                     pr_out: np.ndarray | None = None) -> float:
     """Offline RMIA's a, chosen from reference models alone (the RMIA paper's procedure): ``p_ref``/``lab_ref``
     [K, m] are K reference models in complementary pairs (rows 2i, 2i+1); each plays the target in turn, the other
     pairs' models it is OUT of are its references, and the a of ``grid`` with the highest mean AUC of its scores
     against its own membership is returned. Fewer than two pairs leave nothing to simulate: :data:`RMIA_DEFAULT_A`
     (0.3, ML Privacy Meter's default). The references' means are shared within pairs and the AUCs counted without
     ranking (:func:`_pr_out_by_pair`, :func:`_share_auc`); the choice is the slow reference's bit for bit
-    (``tests/attack_references.py``)."""
+    (``tests/attack_references.py``). ``pr_out``: :func:`_pr_out_by_pair` of these references, where the caller has
+    it."""
     K, m = p_ref.shape
     if K < 4:
         return RMIA_DEFAULT_A
     halves = np.arange(m) % 2 if halves is None else halves
     grid = np.asarray(grid)  # in its own dtype: a of the grid enters 1 + a as the scalar loop's a did
-    pr_out = _pr_out_by_pair(p_ref, lab_ref, n_ref, trim)  # the same for every a
+    if pr_out is None:
+        pr_out = _pr_out_by_pair(p_ref, lab_ref, n_ref, trim)  # the same for every a
 
     def aucs(r: int) -> np.ndarray:
         lr = p_ref[r] / np.maximum(_offline_pr(pr_out[r], grid[:, None]), 1e-300)  # [len(grid), m]
@@ -590,6 +593,14 @@ def rmia_scores(phi: np.ndarray, membership: np.ndarray, *, gamma: float = 1.0,
     halves = np.arange(m) % 2
     p = 1.0 / (1.0 + np.exp(-np.clip(phi, -700, 700)))
     lr = np.empty_like(p)
+    pr_out: dict = {}  # offline: each fold's reference means, read when it is scored and for the other fold's a
+
+    def fold_pr_out(f) -> np.ndarray:
+        if f not in pr_out:
+            rows = folds == f
+            pr_out[f] = _pr_out_by_pair(p[rows], lab[rows], n_ref, trim)
+        return pr_out[f]
+
     for f in np.unique(folds):
         target, ref = folds == f, folds != f
         if not ref.any():
@@ -603,7 +614,11 @@ def rmia_scores(phi: np.ndarray, membership: np.ndarray, *, gamma: float = 1.0,
         if len(rows) < OFFLINE_RMIA_MIN_MODELS // 2:
             raise ValueError(f"offline RMIA needs at least {OFFLINE_RMIA_MIN_MODELS} models (two pairs per fold): a "
                              "model's references are the other pairs of its fold")
-        a_f = choose_offline_a(p[ref], lab[ref], gamma=gamma, n_ref=n_ref, trim=trim, halves=halves) \
-            if a is None else float(a)
-        lr[rows] = p[rows] / np.maximum(_offline_pr(_pr_out_by_pair(p[rows], lab[rows], n_ref, trim), a_f), 1e-300)
+        if a is not None:
+            a_f = float(a)
+        else:  # the other fold's models are the references; with two folds their means are that fold's own
+            others = np.unique(folds[ref])
+            a_f = choose_offline_a(p[ref], lab[ref], gamma=gamma, n_ref=n_ref, trim=trim, halves=halves,
+                                   pr_out=fold_pr_out(others[0]) if len(others) == 1 else None)
+        lr[rows] = p[rows] / np.maximum(_offline_pr(fold_pr_out(f), a_f), 1e-300)
     return _population_share(lr, lab, gamma, halves)
