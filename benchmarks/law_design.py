@@ -6,7 +6,8 @@
 
 ``attack`` runs the attack stage's ``run_attack`` on that bank with EVERY attack of the registry (the claims profile
 itself runs a subset) at the paper profile's n_null and n_perm, and prints its wall time, each attack's time and a
-hash of the summary: the same hash from two versions of the code means the same results. To compare code versions
+hash of the summary's attacks and one of records.csv and groups.csv (every record's advantages, every group's rows
+and the low-FPR view): the same hashes from two versions of the code mean the same results. To compare code versions
 on one bank, run ``attack`` with ``PYTHONPATH`` set to each checkout in turn (docs/performance.md, 'The attack
 stage'). Prints JSON lines; writes nothing but ``results/`` of the checkout and a scratch audit directory.
 """
@@ -68,10 +69,12 @@ def main() -> None:
             summary, tim = run_attack(RUN, Path(tmp) / RUN, plan=attack_plan, train_dir=train_dir,
                                       design_path=design_path, attacks=ATTACKS)
             wall = time.perf_counter() - t0
+            files = b"".join((Path(tmp) / RUN / f).read_bytes() for f in ("records.csv", "groups.csv"))
         blob = json.dumps(summary["attacks"], sort_keys=True, default=str).encode()
         print(json.dumps({"run": RUN, "round": r + 1, "n_null": args.n_null, "n_perm": args.n_perm,
                           "attack_stage_wall_s": round(wall, 2), "startup_s": round(startup, 2),
                           "summary_sha256": hashlib.sha256(blob).hexdigest()[:16],
+                          "records_groups_sha256": hashlib.sha256(files).hexdigest()[:16],
                           "per_attack_s": {k: round(v, 2) for k, v in tim.items()}}), flush=True)
 
 

@@ -14,8 +14,10 @@ each stage's command once more outside DVC; it reads the stage's own timings (re
   - process: the command run alone, less its own compute (interpreter start, imports, reading and writing files);
   - dvc: the rest (DVC's start, hashing, the dvc.lock rewrite).
 
-Prints one JSON line per (round, checkout, stage); writes nothing but the checkouts' own results/. The stages
-rewrite the same bytes (same params and seed), so the checkouts' dvc.lock stays as it was.
+Prints one JSON line per (round, checkout, stage). Writes in the checkouts only: the stages' outputs and timings
+(results/), their dvc.lock entries and DVC's cache. The stages rewrite the same bytes (same params and seed); after
+each lone run, `dvc status` of the stage must be clean, or the script stops and says so (a stage whose outputs
+changed would leave the checkout out of step with its dvc.lock).
 """
 
 from __future__ import annotations
@@ -23,18 +25,25 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
 from pathlib import Path
 
+PYTHON = shutil.which("python") or sys.executable  # the interpreter DVC's `python -m ...` commands find on PATH
 
-def _wall(cmd: list[str], cwd: Path) -> float:
+
+def _run(cmd: list[str], cwd: Path) -> tuple[float, str]:
     t0 = time.perf_counter()
     r = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True)
     if r.returncode:
         sys.exit(f"{' '.join(cmd)} failed in {cwd}:\n{r.stderr[-2000:]}")
-    return time.perf_counter() - t0
+    return time.perf_counter() - t0, r.stdout
+
+
+def _wall(cmd: list[str], cwd: Path) -> float:
+    return _run(cmd, cwd)[0]
 
 
 def main() -> None:
@@ -50,12 +59,16 @@ def main() -> None:
         order = args.checkouts if rnd % 2 == 0 else args.checkouts[::-1]
         for c in order:
             commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=c, capture_output=True,
-                                    text=True).stdout.strip()
+                                    text=True).stdout.strip() or "unknown"
             for stage in ("train", "attack"):
                 dvc_wall = _wall(["dvc", "repro", "-f", "-s", f"{stage}@{args.run}"], c)
                 parts = _compute(c, stage, args.run)
-                cmd_wall = _wall([sys.executable, "-m", f"fairdp_core.stages.{stage}", args.run], c)
+                cmd_wall = _wall([PYTHON, "-m", f"fairdp_core.stages.{stage}", args.run], c)
                 process = cmd_wall - sum(_compute(c, stage, args.run).values())  # the lone run's own compute
+                status = _run(["dvc", "status", f"{stage}@{args.run}"], c)[1]
+                if "changed" in status or "modified" in status:
+                    sys.exit(f"{c}: {stage}@{args.run} wrote other outputs when run alone (not reproducible?):\n"
+                             f"{status}")
                 overhead = dvc_wall - sum(parts.values())
                 print(json.dumps({"round": rnd + 1, "checkout": str(c), "commit": commit, "stage": stage,
                                   "dvc_repro_wall_s": round(dvc_wall, 2), **parts,
@@ -67,8 +80,8 @@ def main() -> None:
 def _compute(c: Path, stage: str, run: str) -> dict[str, float]:
     """The stage's timed work, from the timings it wrote: train and signals, or the attacks' sum."""
     tim = json.loads((c / "results" / "timings" / f"{stage}-{run}.json").read_text())
-    if stage == "train":
-        return {"train_s": tim["train_s"], "signals_s": tim["signals_s"]}
+    if stage == "train":  # a PA-LOOA run's coupled bank counts as training
+        return {"train_s": tim["train_s"] + tim.get("looa_s", 0.0), "signals_s": tim["signals_s"]}
     return {"attacks_s": round(sum(v for k, v in tim.items() if k.endswith("_s")), 3)}
 
 

@@ -259,3 +259,39 @@ def test_offline_rmia_scores_equal_their_reference_bit_for_bit(gamma):
         a_f = ref.choose_offline_a(p[ref_rows], mem[ref_rows], gamma=gamma)
         lr[rows] = p[rows] / np.maximum(attacks._offline_pr(ref.offline_pr_out_rows(p, mem, rows), a_f), 1e-300)
     assert np.array_equal(got, ref.population_share(lr, mem, gamma, halves))
+
+
+@pytest.mark.parametrize("M,match", [(6, "at least 8 models"), (7, "complementary pairs")])
+def test_offline_rmia_refuses_small_or_unpaired_banks_before_any_work(M, match):
+    """A fold too small or not in complementary pairs is named, whichever fold it is (the messages of the code
+    before the folds shared their reference means)."""
+    s, mem, _ = _bank(13, 8, 60, decimals=2)
+    with pytest.raises(ValueError, match=match):
+        attacks.rmia_scores(s[:M], mem[:M], mode="offline")
+
+
+@pytest.mark.parametrize("n_threads", [1, 3])
+def test_blocked_error_paths(monkeypatch, n_threads):
+    """The checks survive the blocks: a model with fewer than two OUT records in one half (the last model, so in
+    the last block), and a record no reference model is OUT of (the last column) raise, on one thread or three.
+    A column sort of one column (1-D) is the plain stable sort."""
+    monkeypatch.setattr(attacks, "threads", lambda: n_threads)
+    monkeypatch.setattr(attacks, "BLOCK_MIN_CELLS", 0)
+    s, mem, _ = _bank(14, 12, 101, decimals=2)
+    p = 1 / (1 + np.exp(-s))
+    halves = np.arange(101) % 2
+    bad = mem.copy()
+    bad[-1, halves == 1] = True
+    bad[-1, np.flatnonzero(halves == 1)[0]] = False  # one OUT record left in half 1 for the last model
+    with pytest.raises(ValueError, match="at least two OUT records"):
+        attacks._population_share(p, bad, 1.0, halves)
+    no_ref = mem.copy()
+    no_ref[:, -1] = True  # the last record is IN every model: no reference is OUT of it
+    with pytest.raises(ValueError, match="no reference model"):
+        attacks._pr_out_by_pair(p, no_ref, None, 0.0)
+    with pytest.raises(ValueError, match="halves must be 0 or 1"):
+        attacks.choose_offline_a(p, mem, halves=np.arange(101) % 3)
+    order, s_sorted, cut_ok = attacks.sort_columns(s[:, 0])
+    want = np.argsort(-s[:, 0], kind="stable")
+    assert np.array_equal(order, want) and np.array_equal(s_sorted, s[want, 0])
+    assert np.array_equal(cut_ok[:-1], s_sorted[:-1] != s_sorted[1:]) and cut_ok[-1]

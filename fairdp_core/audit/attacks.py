@@ -54,12 +54,15 @@ def sort_columns(scores: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray
     s_sorted = np.empty_like(s)
     cut_ok = np.ones(s.shape, dtype=bool)
 
-    def block(sl: slice) -> None:
-        order[:, sl] = o = np.argsort(-s[:, sl], axis=0, kind="stable")
-        s_sorted[:, sl] = ss = np.take_along_axis(s[:, sl], o, axis=0)
-        cut_ok[:-1, sl] = ss[:-1] != ss[1:]  # a cut after position k only where the next score differs
+    def block(sl: tuple) -> None:
+        order[sl] = o = np.argsort(-s[sl], axis=0, kind="stable")
+        s_sorted[sl] = ss = np.take_along_axis(s[sl], o, axis=0)
+        cut_ok[sl][:-1] = ss[:-1] != ss[1:]  # a cut after position k only where the next score differs
 
-    in_blocks(block, s.shape[1], cells=s.size)
+    if s.ndim == 2:
+        in_blocks(lambda cols: block((slice(None), cols)), s.shape[1], cells=s.size)
+    else:  # one column (1-D), or more dimensions: one block, sorted along the first axis
+        block((slice(None),))
     return order, s_sorted, cut_ok
 
 
@@ -527,7 +530,9 @@ def choose_offline_a(p_ref: np.ndarray, lab_ref: np.ndarray, *, gamma: float = 1
     K, m = p_ref.shape
     if K < 4:
         return RMIA_DEFAULT_A
-    halves = np.arange(m) % 2 if halves is None else halves
+    halves = np.arange(m) % 2 if halves is None else np.asarray(halves)
+    if not np.isin(halves, (0, 1)).all():
+        raise ValueError("offline RMIA's halves must be 0 or 1 for every audited record")
     grid = np.asarray(grid)  # in its own dtype: a of the grid enters 1 + a as the scalar loop's a did
     if pr_out is None:
         pr_out = _pr_out_by_pair(p_ref, lab_ref, n_ref, trim)  # the same for every a
@@ -602,18 +607,22 @@ def rmia_scores(phi: np.ndarray, membership: np.ndarray, *, gamma: float = 1.0,
         return pr_out[f]
 
     for f in np.unique(folds):
-        target, ref = folds == f, folds != f
-        if not ref.any():
+        if not (folds != f).any():
             raise ValueError("RMIA needs at least two model pairs (two folds)")
+        rows = np.flatnonzero(folds == f)
+        if mode == "offline":  # every fold checked before any is averaged: its means also serve the other fold
+            if not (lab[rows[0::2]] ^ lab[rows[1::2]]).all():
+                raise ValueError("offline RMIA: each fold's models must come in complementary pairs (consecutive "
+                                 "rows)")
+            if len(rows) < OFFLINE_RMIA_MIN_MODELS // 2:
+                raise ValueError(f"offline RMIA needs at least {OFFLINE_RMIA_MIN_MODELS} models (two pairs per "
+                                 "fold): a model's references are the other pairs of its fold")
+    for f in np.unique(folds):
+        target, ref = folds == f, folds != f
         if mode == "online":
             lr[target] = p[target] / np.maximum(_trimmed_mean(p[ref], np.ones_like(lab[ref]), trim), 1e-300)
             continue
         rows = np.flatnonzero(target)
-        if not (lab[rows[0::2]] ^ lab[rows[1::2]]).all():
-            raise ValueError("offline RMIA: each fold's models must come in complementary pairs (consecutive rows)")
-        if len(rows) < OFFLINE_RMIA_MIN_MODELS // 2:
-            raise ValueError(f"offline RMIA needs at least {OFFLINE_RMIA_MIN_MODELS} models (two pairs per fold): a "
-                             "model's references are the other pairs of its fold")
         if a is not None:
             a_f = float(a)
         else:  # the other fold's models are the references; with two folds their means are that fold's own

@@ -230,10 +230,11 @@ def _low_fpr(bank: Bank, names: list[str], *, alpha: float, delta: float) -> tup
     """TPR at 0.1% and 1% FPR and the empirical ε lower bound per group, on LiRA online over (model, record) pairs."""
     folds = pair_folds(bank.mem.shape[0])
     low_fpr, rows = {}, []
+    scores = bank.lira_online  # computed (or read) once, before the threads
 
     def view(k: int) -> tuple[dict, dict, dict]:  # the groups are independent: on threads, returned in order
         cols = bank.g == k
-        s_k, m_k = bank.lira_online[:, cols], bank.mem[:, cols]
+        s_k, m_k = scores[:, cols], bank.mem[:, cols]
         return (tpr_at_fpr_clustered(s_k, m_k, 0.001, alpha=alpha), tpr_at_fpr_clustered(s_k, m_k, 0.01, alpha=alpha),
                 epsilon_lower_bound(s_k, m_k, folds, delta=delta, alpha=alpha))
 
