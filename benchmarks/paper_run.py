@@ -42,10 +42,6 @@ def _run(cmd: list[str], cwd: Path) -> tuple[float, str]:
     return time.perf_counter() - t0, r.stdout
 
 
-def _wall(cmd: list[str], cwd: Path) -> float:
-    return _run(cmd, cwd)[0]
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("checkouts", nargs="+", type=Path)
@@ -61,9 +57,9 @@ def main() -> None:
             commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=c, capture_output=True,
                                     text=True).stdout.strip() or "unknown"
             for stage in ("train", "attack"):
-                dvc_wall = _wall(["dvc", "repro", "-f", "-s", f"{stage}@{args.run}"], c)
+                dvc_wall = _run(["dvc", "repro", "-f", "-s", f"{stage}@{args.run}"], c)[0]
                 parts = _compute(c, stage, args.run)
-                cmd_wall = _wall([PYTHON, "-m", f"fairdp_core.stages.{stage}", args.run], c)
+                cmd_wall = _run([PYTHON, "-m", f"fairdp_core.stages.{stage}", args.run], c)[0]
                 process = cmd_wall - sum(_compute(c, stage, args.run).values())  # the lone run's own compute
                 status = _run(["dvc", "status", f"{stage}@{args.run}"], c)[1]
                 if "changed" in status or "modified" in status:

@@ -374,6 +374,9 @@ def _trimmed_mean(x: np.ndarray, sel: np.ndarray, trim: float) -> np.ndarray:
     return np.where(keep, srt, 0.0).sum(0) / keep.sum(0)
 
 
+_TOO_FEW_OUT = "RMIA needs at least two OUT records per model in each half of the audited records"
+
+
 def _population_share(lr: np.ndarray, lab: np.ndarray, gamma: float, halves: np.ndarray) -> np.ndarray:
     """RMIA's score of each (model, record): the share of population records z with LR(x) / LR(z) ≥ γ. Model j's
     population for a record of one half of the audited records is j's OUT records of the OTHER half: the same set
@@ -382,15 +385,15 @@ def _population_share(lr: np.ndarray, lab: np.ndarray, gamma: float, halves: np.
     record against all of them, as before, put their scores on different grids: k/(n−1) against k/n, which
     favoured non-members at γ > 1, AUC 0.43–0.49 on banks with no leak)."""
     out = np.empty_like(lr)
-    for h in (0, 1):
-        if (~lab & (halves != h)).sum(1).min(initial=2) < 2:
-            raise ValueError("RMIA needs at least two OUT records per model in each half of the audited records")
+    halves_cols = [(halves == h, halves != h) for h in (0, 1)]  # (this half, the other): the same for every model
+    for _, other in halves_cols:
+        if (~lab & other).sum(1).min(initial=2) < 2:
+            raise ValueError(_TOO_FEW_OUT)
 
     def rows(sl: slice) -> None:  # models are independent: blocks of them on threads
         for j in range(sl.start, sl.stop):
-            for h in (0, 1):
-                cols = halves == h
-                pop = np.sort(lr[j, ~lab[j] & ~cols])
+            for cols, other in halves_cols:
+                pop = np.sort(lr[j, ~lab[j] & other])
                 out[j, cols] = np.searchsorted(pop, lr[j, cols] / gamma, side="right") / len(pop)
 
     in_blocks(rows, lr.shape[0], cells=lr.size)
@@ -498,7 +501,7 @@ def _share_auc_grid(lr: np.ndarray, lab: np.ndarray, gamma: float, halves: np.nd
     for h in (0, 1):
         pop = non_sorted[1 - h]
         if pop.shape[1] < 2:
-            raise ValueError("RMIA needs at least two OUT records per model in each half of the audited records")
+            raise ValueError(_TOO_FEW_OUT)
         ns.append(pop.shape[1])
         members.append(counts(keys(np.sort(lr[:, (halves == h) & lab], axis=1)), pop))
         non.append(counts(keys(non_sorted[h]), pop))
