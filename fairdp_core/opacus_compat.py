@@ -64,7 +64,11 @@ def _norms(grad_samples: list[torch.Tensor]) -> torch.Tensor:
 
 
 class _GroupBounds:
-    """What the group-aware optimizers share: the engine rule's bounds for the one model, and the batch's groups."""
+    """What the group-aware optimizers share: the engine rule's bounds for the one model, and the batch's groups.
+    ``last_sample_bounds`` [B]: the bound each sample of the last clipped batch was clipped at (its group's, as
+    set in that step; empty for an empty batch): what :class:`~fairdp_core.audit.proxy.GroupProxy` counts against."""
+
+    last_sample_bounds: torch.Tensor | None = None
 
     @property
     def bounds(self) -> torch.Tensor:
@@ -141,6 +145,7 @@ class DPSGDSOptimizer(_GroupBounds, DPOptimizer):
         with self._one_batch():
             if len(self.grad_samples[0]) == 0:  # empty Poisson batch: nothing to clip, nothing to count
                 self.max_grad_norm = float(self.bounds.max())
+                self.last_sample_bounds = torch.empty(0)
                 return super().clip_and_accumulate()
             norms = _norms(self.grad_samples)
             groups = self._groups.to(norms.device)
@@ -150,6 +155,7 @@ class DPSGDSOptimizer(_GroupBounds, DPOptimizer):
             # Opacus computes (max_grad_norm / (norm + 1e-6)).clamp(max=1): with per-sample bounds this is exactly
             # rules.policy.clip_factors (tests/test_opacus_compat.py checks the two agree).
             self.max_grad_norm = self.bounds[groups]
+            self.last_sample_bounds = self.max_grad_norm.detach().clone()
             super().clip_and_accumulate()
 
     def add_noise(self) -> None:
@@ -247,6 +253,7 @@ class DPSGDFOptimizer(_GroupBounds, DPOptimizer):
             self._rule._b = self._rule.bounds_from_release(self.released[None])
             # per-sample bounds: Opacus's (max_grad_norm / (norm + 1e-6)).clamp(max=1) is rules.policy.clip_factors
             self.max_grad_norm = float(self.bounds.max()) if empty else self.bounds[groups]
+            self.last_sample_bounds = torch.empty(0) if empty else self.max_grad_norm.detach().clone()
             super().clip_and_accumulate()
 
     def add_noise(self) -> None:

@@ -47,12 +47,17 @@ class GroupProxy:
         self.rows: list[dict] = []
         self._clipped: dict = {}
         self._seen: dict = {}
+        self._pending: tuple | None = None
 
     def observe_batch(self, optimizer, groups) -> None:
-        """After backward(), before step(): count, per group, the per-sample gradients whose norm exceeds the
-        optimizer's clip bound (Opacus's ``grad_sample`` and ``max_grad_norm``)."""
+        """After backward(), before step(): count, per group, the per-sample gradients whose norm exceeds the bound
+        they are clipped at: Opacus's ``max_grad_norm``, or, for the group-aware optimizers of
+        :mod:`fairdp_core.opacus_compat` (DP-SGD-S, DPSGD-F), each sample's own group's bound, which such an
+        optimizer may set only inside ``step()`` (DPSGD-F: from the batch's released counts). Those batches are
+        counted once their step has run (at the next call or at :meth:`record`)."""
         import torch
 
+        self._settle()
         samples = [p.grad_sample for p in optimizer.params if getattr(p, "grad_sample", None) is not None]
         if not samples:
             raise ValueError("observe_batch: no per-sample gradients (call it after backward() on a model wrapped by "
@@ -61,10 +66,28 @@ class GroupProxy:
         g = np.asarray(groups.cpu() if hasattr(groups, "cpu") else groups)
         if len(g) != len(norms):
             raise ValueError(f"observe_batch: {len(g)} groups for a batch of {len(norms)} per-sample gradients")
-        cut = (norms > optimizer.max_grad_norm).cpu().numpy()
+        if hasattr(optimizer, "last_sample_bounds"):  # per-group bounds, known once step() has clipped the batch
+            optimizer.last_sample_bounds = None
+            self._pending = (optimizer, norms.detach().cpu(), g)
+            return
+        self._count((norms > optimizer.max_grad_norm).cpu().numpy(), g)
+
+    def _count(self, cut: np.ndarray, g: np.ndarray) -> None:
         for k in np.unique(g).tolist():
             self._clipped[k] = self._clipped.get(k, 0) + int(cut[g == k].sum())
             self._seen[k] = self._seen.get(k, 0) + int((g == k).sum())
+
+    def _settle(self) -> None:
+        """Count the pending batch of a group-aware optimizer against the bounds its step() clipped it at."""
+        if self._pending is None:
+            return
+        optimizer, norms, g = self._pending
+        self._pending = None
+        bounds = optimizer.last_sample_bounds
+        if bounds is None or len(bounds) != len(norms):
+            raise RuntimeError("GroupProxy: the optimizer has not clipped the observed batch; call observe_batch "
+                               "after backward() and before step(), then step()")
+        self._count((norms > bounds.detach().cpu()).numpy(), g)
 
     def _losses(self, model, X, y) -> np.ndarray:
         import torch
@@ -81,6 +104,7 @@ class GroupProxy:
 
     def record(self, model, epoch: int) -> None:
         """Append this epoch's row per group (and reset the clipped counts)."""
+        self._settle()
         lt, lh = self._losses(model, *self.train[:2]), self._losses(model, *self.holdout[:2])
         for k in self.groups:
             tr, ho = lt[self.train[2] == k], lh[self.holdout[2] == k]
