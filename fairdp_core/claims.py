@@ -43,8 +43,9 @@ NUMERICS_VERSION = 1
 # null-corrected PA-ALOOA estimator and PA-GBA are left out (together half the attack stage at m = n).
 CLAIMS_ATTACKS = ("alooa_cross_fit", "alooa_in_sample", "ga", "lira_online", "lira_offline", "rmia")
 # The profiles the campaign runs are those named claims* (the claims profile, the MNIST SD pilot and designs, the
-# UTKFace pilot and CPU design).
-CAMPAIGN_PREFIX = "claims"
+# UTKFace pilot and CPU design) and frontier* (DP-SGD's accuracy–Δ frontier and the rules' extra points,
+# docs/frontier.md).
+CAMPAIGN_PREFIX = ("claims", "frontier")
 
 
 def _part_of(run: dict) -> str:
@@ -221,7 +222,7 @@ def main(argv: list[str] | None = None) -> int:
     params = load_params(args.params)
     if not params.profile.startswith(CAMPAIGN_PREFIX):
         raise ConfigError(f"{args.params}: profile {params.profile!r}; the campaign runs the profiles named "
-                          f"{CAMPAIGN_PREFIX}* (`fairdp use-profile claims` in its worktree)")
+                          f"{'* or '.join(CAMPAIGN_PREFIX)}* (`fairdp use-profile claims` in its worktree)")
     if args.action == "parts":
         for p in parts(params):
             print(p, sum(len(v) for v in part_runs(params, p).values()), "runs at most")

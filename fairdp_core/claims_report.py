@@ -167,7 +167,10 @@ def _verdict_text(r: pd.Series, base: dict | None) -> str:
         v += (f" ({why}: DP-SGD {100 * r.accuracy_dpsgd:.1f}%, rule {100 * r.accuracy_rule:.1f}%; balanced "
               f"{100 * r.balanced_dpsgd:.1f}%, {100 * r.balanced_rule:.1f}%)")
     elif v == "not detected" and r.mde is not None:
-        v += f" (detectable at 80% power: ±{r.mde:.2f} pp)"
+        v += f" (detectable at 80% power: ±{r.mde:.2f} pp; {_paper_sized(r)})"
+    elif v == "no disparity to remove":
+        v += (f" (DP-SGD's Δ {r.delta_dpsgd_cross_fit:.2f} pp, null floor {r.null_floor_dpsgd_cross_fit:.2f}, "
+              f"detectable at 80% power: ±{r.mde:.2f} pp)")
     elif v == "depends on the estimator":
         v += f" ({depends_detail(r)})"
     elif v == "too few seeds":
@@ -175,9 +178,19 @@ def _verdict_text(r: pd.Series, base: dict | None) -> str:
     if r.verdict != "not a like-for-like test" and r.seeds < r.get("seeds_target", 0):
         v += f"; provisional: {r.seeds} of the {r.seeds_target} seeds this cell needs"
     if base and base["differs"] and r.verdict in ("reproduced", "contradicted", "not detected",
-                                                  "depends on the estimator"):
+                                                  "depends on the estimator", "no disparity to remove"):
         v += f"; DP-SGD's baseline differs from the paper's ({base['differs']})"
     return v
+
+
+def _paper_sized(r) -> str:
+    """Whether the seeds could detect a paper-sized reduction (18-37% of DP-SGD's Δ) at 80% power."""
+    d18, d37 = r.get("detects_18pct"), r.get("detects_37pct")
+    if d18:
+        return "a paper-sized change (18-37% of DP-SGD's Δ) would have been detected"
+    if d37:
+        return "only the paper's larger effects (37% of DP-SGD's Δ) would have been detected"
+    return "a paper-sized change (18-37% of DP-SGD's Δ) could not have been detected"
 
 
 # The three rules, named once on the first screen: which is the paper's algorithm as published, which decides the
@@ -193,9 +206,9 @@ def _answer(paper: pd.DataFrame, have: int, cells: int, missing: str = "") -> st
     """The bold sentence: what the paper's rule made DP does to Δ over the tested cells, named; ``missing`` names
     the cells short of seeds."""
     v = paper.verdict.value_counts()
-    low, up, same, dep = (int(v.get(k, 0)) for k in ("reproduced", "contradicted", "not detected",
-                                                    "depends on the estimator"))
-    tested = low + up + same + dep
+    low, up, same, dep, none = (int(v.get(k, 0)) for k in ("reproduced", "contradicted", "not detected",
+                                                          "depends on the estimator", "no disparity to remove"))
+    tested = low + up + same + dep + none
     if tested == 0:
         return "Not yet decided: no cell has a like-for-like test with enough seeds."
     def name(ds: str, model: str) -> str:  # the model named where a dataset has two
@@ -211,8 +224,8 @@ def _answer(paper: pd.DataFrame, have: int, cells: int, missing: str = "") -> st
         lead = "Not in general"
     elif up:
         lead = "No"
-    elif low == tested:
-        lead = "Yes, in every tested cell"
+    elif low == tested - none and low:
+        lead = "Yes, in every tested cell with a disparity to remove"
     elif low == 0:
         lead = "Not established in any like-for-like cell (not evidence of no effect)"
     else:
@@ -222,7 +235,10 @@ def _answer(paper: pd.DataFrame, have: int, cells: int, missing: str = "") -> st
              f"shows no detectable change in {same}"]
     if dep:
         parts.append(f"depends on the estimator in {dep}")
-    decided = paper[paper.verdict.isin(["reproduced", "contradicted", "not detected", "depends on the estimator"])]
+    if none:  # counted apart: DP-SGD's own Δ there is within its null floor or below what the seeds could detect
+        parts.append(f"nothing to remove in {none}")
+    decided = paper[paper.verdict.isin(["reproduced", "contradicted", "not detected", "depends on the estimator",
+                                        "no disparity to remove"])]
     prov = int((decided.seeds < decided.get("seeds_target", decided.seeds)).sum())
     notes = ([] if have == cells else [f"{missing} not complete" if missing else f"{have} of {cells} run"]) + (
         [f"{prov} provisional"] if prov else [])
@@ -237,10 +253,11 @@ def _rule_line(df: pd.DataFrame, rule: str) -> str:
     v = g.verdict.value_counts()
     # cells whose arms ran at different lrs (each tuned outside ε): a difference in Δ there may be the lr's
     own = g.verdict[(g.lr_rule != g.lr_dpsgd) & g.lr_rule.notna() & g.lr_dpsgd.notna()].value_counts()
-    counts = [f"{k} {int(v.get(key, 0))}" + (f" ({int(own[key])} own lr)" if own.get(key, 0) else "")
+    counts = [f"{k} {int(v.get(key, 0))}" + (f" ({int(own[key])} own-lr)" if own.get(key, 0) else "")
               for k, key in (("lower", "reproduced"), ("higher", "contradicted"), ("no change", "not detected"),
-                             ("estimator-dependent", "depends on the estimator"))
-              if v.get(key, 0) or key != "depends on the estimator"]  # the last only where it occurs
+                             ("estimator-dependent", "depends on the estimator"),
+                             ("nothing to remove", "no disparity to remove"))
+              if v.get(key, 0) or key in ("reproduced", "contradicted")]  # the others where they occur
     rest = [f"{int(v[key])} {k}" for k, key in (("not like-for-like", "not a like-for-like test"),
                                                 ("with too few seeds", "too few seeds")) if v.get(key, 0)]
     return f"{FIRST_SCREEN_NAMES[rule]}: {', '.join(counts)}" + (f"; {', '.join(rest)}" if rest else "") + "."
@@ -257,19 +274,22 @@ def _short_verdict(r: pd.Series, base: dict | None, paper_effect: float | None =
         v += f", provisional ({r.seeds} of {r.seeds_target} seeds)"
     elif v == "not detected" and r.mde is not None:
         v += f" (MDE ±{r.mde:.2f})"
+    elif v == "no disparity to remove":
+        v += f" (DP-SGD's Δ {r.delta_dpsgd_cross_fit:.2f}, MDE ±{r.mde:.2f})"
     if paper_effect is not None and all(np.isfinite([r[f"lo_bonf_{e}"], r[f"hi_bonf_{e}"]]).all() and
                                         not r[f"lo_bonf_{e}"] <= paper_effect <= r[f"hi_bonf_{e}"]
                                         for e in ("in_sample", "cross_fit")):
         v += f"; paper's {paper_effect:+.2f} excluded"
-    if base and base["differs"]:
-        v += f"; DP-SGD Δ {base['delta']:.2f} here"
     return v
 
 
-def claims_first_screen(summaries_dir: Path, profile: Path, frame: tuple | None = None) -> str:
+def claims_first_screen(summaries_dir: Path, profile: Path, frame: tuple | None = None, *, equal_accuracy: str = "",
+                        quoted_extra: dict | None = None) -> str:
     """The question, the bold answer, one line per rule, and the paper's three quoted claims (``frame``:
     :func:`claims_frame`'s result, when the caller has it already). Short: it is the index's first screen
-    (at most 250 words at 1,400 × 900 with the page's heading)."""
+    (at most 250 words at 1,400 × 900 with the page's heading). ``equal_accuracy``: the answer at equal accuracy
+    over every planned cell (HTML, a clause of the quoted claims' caption); ``quoted_extra``: cell -> the paper
+    rule's verdict at equal accuracy, a column of the quoted claims' table."""
     df, summaries = frame or claims_frame(summaries_dir, profile)
     cells = expected_cells(profile)
     have = set() if df.empty else {(r.dataset, r.model, r.epsilon) for r in df.itertuples() if r.seeds >= MIN_SEEDS}
@@ -283,16 +303,16 @@ def claims_first_screen(summaries_dir: Path, profile: Path, frame: tuple | None 
     for cell, ref in PAPER_QUOTED.items():
         r = paper[(paper.dataset == cell[0]) & (paper.model == cell[1]) & (paper.epsilon == cell[2])]
         effect = ref["dpsgd_s"] - ref["dpsgd"]
-        head = (f"<td>{_label(*cell[:2])}</td><td>{ref['dpsgd']:.2f} → {ref['dpsgd_s']:.2f} "
-                f"({effect:+.2f})</td>")
+        head = f"<td>{_label(*cell[:2])}</td><td>{ref['dpsgd']:.2f} → {ref['dpsgd_s']:.2f}</td>"
+        extra = "" if quoted_extra is None else f"<td>{html.escape(quoted_extra.get(cell, 'not planned'))}</td>"
         if r.empty:
-            rows.append(f"<tr>{head}<td colspan='4'>not run yet</td></tr>")
+            rows.append(f"<tr>{head}<td colspan='2'>not run yet</td>{extra}</tr>")
             continue
         r = r.iloc[0]
         ci = {est: f"{_pp(r[f'diff_{est}'])} [{_pp(r[f'lo_bonf_{est}'])}, {_pp(r[f'hi_bonf_{est}'])}]"
               for est in ("in_sample", "cross_fit")}
-        rows.append(f"<tr>{head}<td>{ci['in_sample']}</td><td>{ci['cross_fit']}</td><td>{r.seeds}</td>"
-                    f"<td><b>{html.escape(_short_verdict(r, _baseline(summaries, cell), effect))}</b></td></tr>")
+        rows.append(f"<tr>{head}<td>{ci['in_sample']}</td>"
+                    f"<td><b>{html.escape(_short_verdict(r, _baseline(summaries, cell), effect))}</b></td>{extra}</tr>")
     # the cells short of seeds (not run, or running), named when there are one or two (with ε where the dataset and
     # model have another cell)
     gone = [c for c in cells if c not in have]
@@ -302,10 +322,11 @@ def claims_first_screen(summaries_dir: Path, profile: Path, frame: tuple | None 
     return (
         f"<div class='findings'>{question}<p><b>{html.escape(_answer(paper, len(have), len(cells), missing))}</b></p>"
         f"<ul>{lines}</ul>"
-        "<table id='quoted-claims'><caption>Paper's claims, ε = 10: Δ(rule) − Δ(DP-SGD), "
-        "Bonferroni 95%; \"own lr\": tuned apart (<a href='#claims'>details</a>).</caption>"
-        "<tr><th>cell</th><th>paper Δ (pp)</th><th>in-sample</th><th>cross-fitted</th><th>seeds</th>"
-        f"<th>verdict</th></tr>{''.join(rows)}</table></div>")
+        "<table id='quoted-claims'><caption><a href='#claims'>Paper's claims</a>, ε = 10: Δ(rule) − Δ(DP-SGD), "
+        "Bonferroni 95%, in-sample (the paper's estimator)"
+        f"{'; ' + equal_accuracy if equal_accuracy else ''}.</caption>"
+        "<tr><th>cell</th><th>paper Δ (pp)</th><th>in-sample</th><th>same-lr verdict</th>"
+        + ("" if quoted_extra is None else "<th>at equal accuracy</th>") + f"</tr>{''.join(rows)}</table></div>")
 
 
 FIGURE_TITLES = {"dpsgd_s_paper": "Paper's rule made DP (decides the claim)",
@@ -383,7 +404,11 @@ def claims_section(summaries_dir: Path, profile: Path, frame: tuple | None = Non
         f"accuracies and balanced accuracies within {LIKE_FOR_LIKE_PP:g} pp; <b>reproduced</b> (Δ lower) or "
         "<b>contradicted</b> (Δ higher) needs both estimators' intervals to exclude 0 on the same side, else "
         "<b>depends on the estimator</b>; <b>not detected</b> gives the smallest change 80% power would detect at "
-        "this level (the larger of the two estimators'), and is not evidence of no effect. A cell short of the seeds "
+        "this level (the larger of the two estimators') and whether a paper-sized change (18-37% of DP-SGD's Δ) was "
+        "detectable, and is not evidence of no effect; <b>no disparity to remove</b>: no change detected where "
+        "DP-SGD's own Δ is within its null floor or below that smallest detectable change, counted apart on the "
+        "first screen. The p-values are Bonferroni-adjusted in every row; the unadjusted p of every row is in the "
+        "CSV (p_t_cross_fit, p_t_in_sample). A cell short of the seeds "
         "its stopping rule asks for is marked provisional. The paper's Δ is "
         "quoted where its text gives one (in-sample); elsewhere it claims a lower Δ. The grey line under each cell is "
         "its accounting. Every row with every column: <a href='claims_table.csv'>claims_table.csv</a>."

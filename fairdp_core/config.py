@@ -221,14 +221,25 @@ class ComputeConfig(_Strict):
         return self
 
 
+class OperatingPoint(_Strict):
+    """Where a run trains on the accuracy–Δ plane: its own ``lr`` and, for rules that use one, its clip bound (C, or
+    the rules' C0). The DP-SGD frontier of the ``frontier`` profile (docs/frontier.md) is a list of these."""
+
+    lr: Positive
+    clip: Positive | None = None
+
+
 class GridEntry(_Strict):
-    """One block of the experiment grid: every algorithm × ε × seed for a dataset and model (SGD has no ε)."""
+    """One block of the experiment grid: every algorithm × ε × seed for a dataset and model (SGD has no ε), and,
+    where ``points`` is given, at each operating point (its runs are named ``...-lr<lr>[-c<clip>]-s<seed>``;
+    without points, the dataset's lr and clip as configured)."""
 
     dataset: str
     model: ModelName
     algorithms: list[Algorithm]
     epsilons: list[Positive]
     seeds: PositiveInt = 1
+    points: list[OperatingPoint] | None = None
 
 
 class SweepConfig(_Strict):
@@ -415,6 +426,17 @@ class RunSpec(_Strict):
     seed: Annotated[int, Field(ge=0)]
     tau: Positive | None = None
     gamma: Fraction | None = None
+    # An operating point's lr and clip (grid ``points``): set only on such runs, and left out of model_dump(), so the
+    # runs of a grid without points (every profile but ``frontier``) dump, plan and hash as before.
+    lr: Positive | None = Field(default=None, exclude=True)
+    clip: Positive | None = Field(default=None, exclude=True)
+
+    def fields(self) -> dict[str, Any]:
+        """The run as ``expand_runs`` writes it: with ``lr`` and ``clip`` where the run is at an operating point."""
+        out = self.model_dump()
+        if self.lr is not None:
+            out.update(lr=self.lr, clip=self.clip)
+        return out
 
 
 def _num(x: float) -> str:
@@ -431,19 +453,24 @@ def expand_runs(grid: list[GridEntry], sweep: SweepConfig | None) -> dict[str, d
     """``runs`` as ``fairdp grid --write`` writes it: name -> RunSpec fields, in a stable order."""
     runs: dict[str, dict] = {}
 
-    def add(dataset, model, algorithm, eps, seed, tau=None, gamma=None):
+    def add(dataset, model, algorithm, eps, seed, tau=None, gamma=None, point=None):
         name = f"{dataset}-{model}-{algorithm}" + ("" if eps is None else f"-e{_num(eps)}")
         if tau is not None:
             name += f"-t{_num(tau)}-g{_num(gamma)}"
+        if point is not None:
+            name += f"-lr{_num(point.lr)}" + ("" if point.clip is None else f"-c{_num(point.clip)}")
         name += f"-s{seed}"
         runs[name] = {"dataset": dataset, "model": model, "algorithm": algorithm, "epsilon": eps, "seed": seed,
                       "tau": tau, "gamma": gamma}
+        if point is not None:
+            runs[name].update(lr=point.lr, clip=point.clip)
 
     for g in grid:
         for seed in range(g.seeds):
             for alg in g.algorithms:
                 for eps in ([None] if alg == "sgd" else g.epsilons):
-                    add(g.dataset, g.model, alg, eps, seed)
+                    for point in g.points or [None]:
+                        add(g.dataset, g.model, alg, eps, seed, point=point)
     if sweep is not None:
         for seed in range(sweep.seeds):
             for eps in sweep.epsilons:
@@ -514,7 +541,7 @@ class Params(_Strict):
             if name not in self.runs:
                 raise ValueError(f"audit.looa.runs: {name!r} is not one of the runs")
         want = expand_runs(self.grid, self.sweep)
-        have = {k: v.model_dump() for k, v in self.runs.items()}
+        have = {k: v.fields() for k, v in self.runs.items()}
         if have != want or self.designs != expected_designs(want):
             raise ValueError(f"runs/designs ({GENERATED_FILE}): out of date with grid and sweep; regenerate them with "
                              "`fairdp grid --write` (make repro does this). For an experiment on a grid or sweep key "

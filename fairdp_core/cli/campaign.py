@@ -29,6 +29,11 @@ def _cmd_claims(args: argparse.Namespace) -> int:
 def _cmd_coverage(args: argparse.Namespace) -> int:
     from ..audit.simulate import attack_coverage_study, coverage_study, write_attack_coverage, write_coverage
 
+    if args.frontier:  # Δ at equal accuracy against DP-SGD's frontier (docs/frontier.md)
+        from ..audit import frontier
+
+        print(frontier.write_coverage(frontier.coverage_study(args.studies, seed=args.seed), args.out))
+        return 0
     if args.attacks:  # PA-GA, PA-GBA, LiRA: thresholds fitted on the audit itself (2R = 16 and 100)
         df = attack_coverage_study(args.studies, n_truth=args.studies, two_r=(16, 100), seed=args.seed)
         print(write_attack_coverage(df, args.out))
@@ -153,6 +158,8 @@ def register(add) -> None:
     cv.add_argument("--leveling", action="store_true", help="the leveling interval (leveling_coverage.md)")
     cv.add_argument("--lowfpr", action="store_true", help="TPR at 1%% FPR and the ε lower bound (lowfpr_coverage.md)")
     cv.add_argument("--skew", action="store_true", help="the intervals under heavy record skew (skew_coverage.md)")
+    cv.add_argument("--frontier", action="store_true",
+                    help="Δ at equal accuracy against DP-SGD's frontier (frontier_coverage.md)")
     cv.set_defaults(func=_cmd_coverage)
     tu = add("campaign", "tune", add_help=False,
                         help="lr/epochs/clip/γ per dataset on a validation split (tuning outside ε); --help for more")

@@ -1,8 +1,10 @@
-"""The ``index`` stage: reports/index.html, reports/metrics.json, reports/main_table.csv and reports/claims_table.csv.
+"""The ``index`` stage: reports/index.html, reports/metrics.json, reports/main_table.csv, reports/claims_table.csv and
+reports/frontier_table.csv.
 
 The page opens with the paper's claims decided by the claims campaign (reports/paper/claims/,
 reports/paper/claims_mnist/ and reports/paper/claims_mnist_cnn/,
-rendered by :mod:`fairdp_core.claims_report`), then this profile's own runs
+rendered by :mod:`fairdp_core.claims_report`) and, beside them, each rule against DP-SGD's accuracy–Δ frontier
+(reports/paper/frontier/, :mod:`fairdp_core.frontier_report`), then this profile's own runs
 (:func:`fairdp_core.reporting.build_index`).
 """
 
@@ -26,17 +28,37 @@ def write_index(params):
         claims_section,
         write_claims_csv,
     )
+    from ..frontier_report import (
+        FRONTIER_DIR,
+        FRONTIER_MNIST_PROFILE,
+        FRONTIER_PROFILE,
+        frontier_cells,
+        frontier_figure,
+        frontier_first_screen,
+        frontier_frame,
+        frontier_quoted,
+        frontier_section,
+        write_frontier_csv,
+    )
     from ..reporting import build_index
 
     claims_dir = [params.resolve(d) for d, _ in CLAIMS_SOURCES]
     profile = [params.resolve(p) for _, p in CLAIMS_SOURCES]
     frame = claims_frame(claims_dir, profile)  # read and computed once for the three renderings
+    points, table, planned = frontier_frame(params.resolve(FRONTIER_DIR), params.resolve(CLAIMS_SOURCES[0][0]),
+                                            params.resolve(FRONTIER_PROFILE))
+    cells = [c for prof in (FRONTIER_PROFILE, FRONTIER_MNIST_PROFILE) for c in frontier_cells(params.resolve(prof))]
+    figures = params.resolve("reports/figures") / "index"
     # the index first: it fails (before writing anything) when a run's results are missing
-    first = (claims_first_screen(claims_dir, profile, frame=frame)
-             + claims_figure(frame, params.resolve("reports/figures") / "index"))
-    out = build_index(params, first_screen=first, claims=claims_section(claims_dir, profile, frame=frame,
-                                                                          robust_dir=params.resolve(ROBUSTNESS)))
+    quoted = {c: "not run yet" for c in cells} | frontier_quoted(table)  # the rest: "not planned"
+    first = (claims_first_screen(claims_dir, profile, frame=frame, quoted_extra=quoted,
+                                 equal_accuracy=frontier_first_screen(table, len(cells)))
+             + claims_figure(frame, figures))
+    sections = (claims_section(claims_dir, profile, frame=frame, robust_dir=params.resolve(ROBUSTNESS))
+                + frontier_section(points, table, cells, planned) + frontier_figure(points, cells, figures, planned))
+    out = build_index(params, first_screen=first, claims=sections)
     write_claims_csv(claims_dir, params.resolve("reports") / "claims_table.csv", profile, frame=frame)
+    write_frontier_csv(table, params.resolve("reports") / "frontier_table.csv")
     return out
 
 

@@ -19,7 +19,7 @@ import os
 from pathlib import Path
 
 from ..atomic import atomic_dir
-from ..config import Params, design_key
+from ..config import ConfigError, Params, design_key
 from ..rules import get as get_rule
 from ..seeding import derive_seed
 
@@ -40,6 +40,10 @@ def train_plan(params: Params, name: str) -> dict[str, object]:
         return next((getattr(o, key) for o in layers if o is not None and getattr(o, key) is not None), default)
 
     pick = {k: override(k, getattr(t, k)) for k in _SPEC_FROM_TRAIN}
+    if run.lr is not None:  # an operating point of the grid (the frontier profile) wins over every override
+        pick["lr"] = run.lr
+        if run.clip is not None:
+            pick["clip"] = run.clip
     rule = get_rule(run.algorithm)
     spec = {"algorithm": run.algorithm, "model": run.model, **pick}
     optimizer = override("optimizer", t.optimizer)
@@ -48,6 +52,9 @@ def train_plan(params: Params, name: str) -> dict[str, object]:
     if run.model == "mlp":
         spec["hidden"] = t.hidden
     if not rule.uses_clip:
+        if run.clip is not None:
+            raise ConfigError(f"grid points of {name}: clip {run.clip:g} is set, but {run.algorithm} uses no fixed "
+                              "clip bound (leave clip out of its points)")
         spec.pop("clip")  # used: the fixed bound, the rules' C0, Global-Adapt's C, AdaClip's initial C
     if rule.private:
         spec.update(target_epsilon=run.epsilon, delta=t.delta, accountant=t.accountant)

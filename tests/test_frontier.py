@@ -1,0 +1,232 @@
+"""Δ at equal accuracy (fairdp_core/audit/frontier.py, docs/frontier.md): the frontier, the refusal to extrapolate,
+the interval's coverage on simulated frontiers, a rule that only moves along DP-SGD's frontier, and the operating
+points of the grid."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from fairdp_core.audit import frontier
+from fairdp_core.audit.frontier import OUTSIDE, frontier_at, frontier_table, pareto_reading, simulate_coverage
+from fairdp_core.config import ConfigError, expand_runs
+
+
+def test_frontier_by_hand():
+    # (0.1, 1), (0.2, 3), (0.3, 2): the last two violate monotonicity and pool to 2.5
+    acc, d = np.array([0.1, 0.2, 0.3]), np.array([1.0, 3.0, 2.0])
+    got = frontier_at(acc, d, [0.1, 0.15, 0.2, 0.25, 0.3])
+    np.testing.assert_allclose(got, [1.0, 1.75, 2.5, 2.5, 2.5])
+    # equal accuracies pool; outside the range or one distinct accuracy: no value
+    np.testing.assert_allclose(frontier_at([0.1, 0.1, 0.2], [1.0, 3.0, 4.0], [0.1, 0.15]), [2.0, 3.0])
+    assert np.isnan(frontier_at(acc, d, [0.05, 0.35])).all()
+    assert np.isnan(frontier_at([0.1, 0.1], [1.0, 2.0], [0.1])).all()
+
+
+def _points(rule_acc, rule_delta, *, seeds=8, noise=0.02, claims_acc=0.896, seed=0, rule_in_sample=None,
+            rule_balanced=None, low_c=False):
+    """A cell whose DP-SGD frontier is the line Δ = 50·(acc − 0.88) pp over accuracies 0.880-0.900 (five frontier
+    points and the claims point, all at C 10), and a rule at (rule_acc, rule_delta) (in-sample Δ ``rule_in_sample``
+    where given), with small per-seed noise. Balanced accuracy runs the other way along the frontier (1.79 − acc),
+    so the two axes read differently; the rule's balanced accuracy is ``rule_balanced`` (default: the same map).
+    ``low_c``: one more DP-SGD point at C 1 (lr 1), as accurate as the lr-1 point with Δ 2 pp higher."""
+    rng = np.random.default_rng(seed)
+    rows = []
+
+    def add(alg, lr, acc, delta, s, source, clip=10.0, bal=None, d_in=None):
+        row = {"dataset": "law_paper", "model": "lr", "epsilon": 10.0, "algorithm": alg, "lr": lr,
+               "clip": clip, "seed": s, "source": source, "run": f"{alg}-{lr}-{clip}-{s}", "accuracy": acc,
+               "balanced": 1.79 - acc if bal is None else bal, "group_names": ("a", "b"), "clipping": None,
+               "gpr": [0, 0]}
+        for est in ("cross_fit", "in_sample"):
+            d = d_in if (est == "in_sample" and d_in is not None) else delta
+            row[f"delta_{est}"] = d + rng.normal(0, noise)
+            row[f"null_floor_{est}"] = 0.05
+        rows.append(row)
+
+    for s in range(seeds):
+        for lr, acc in zip((0.03, 0.3, 1.0, 3.0, 5.0), (0.880, 0.885, 0.890, 0.895, 0.900)):
+            add("dpsgd", lr, acc, 50 * (acc - 0.88), s, "frontier")
+        if low_c:
+            add("dpsgd", 1.0, 0.890, 50 * 0.01 + 2.0, s, "frontier", clip=1.0)
+        add("dpsgd", 0.1, claims_acc, 50 * (claims_acc - 0.88), s, "claims")
+        add("dpsgd_s_paper", 0.1, rule_acc, rule_delta, s, "claims", bal=rule_balanced, d_in=rule_in_sample)
+    return pd.DataFrame(rows)
+
+
+def test_a_move_along_the_frontier_is_no_change_at_equal_accuracy():
+    # the rule sits on DP-SGD's frontier, 1 pp less accurate than DP-SGD's claims point: against that point it
+    # "lowers" Δ by 0.5 pp, at equal accuracy it changes nothing
+    df = frontier_table(_points(0.886, 50 * 0.006))
+    row = df[(df.rule == "dpsgd_s_paper") & (df.axis == "accuracy")].iloc[0]
+    assert row.same_lr_hi_cross_fit < 0 and row.same_lr_effect_cross_fit == pytest.approx(-0.5, abs=0.05)
+    assert row.lo_cross_fit <= 0 <= row.hi_cross_fit and abs(row.effect_cross_fit) < 0.05
+    assert row.verdict == "no change at equal accuracy"
+    # and a rule 0.2 pp below the frontier at the same accuracy lowers Δ at equal accuracy
+    low = frontier_table(_points(0.886, 50 * 0.006 - 0.2))
+    assert low[low.axis == "accuracy"].iloc[0].verdict == "lowers Δ at equal accuracy"
+
+
+def test_no_extrapolation_outside_dpsgd_range():
+    df = frontier_table(_points(0.905, 0.3))  # more accurate than every DP-SGD point
+    row = df[df.axis == "accuracy"].iloc[0]
+    assert row.verdict == OUTSIDE
+    assert np.isnan(row.effect_cross_fit) and np.isnan(row.lo_cross_fit) and row.outside_cross_fit == 8
+
+
+def test_pareto_reading_names_a_point_as_accurate_with_lower_delta():
+    # the rule at 0.889 with Δ 0.9 pp: DP-SGD at lr 1.0 (0.890, 0.5 pp) is more accurate with less Δ, chosen on the
+    # other seeds in every seed
+    got = pareto_reading(_points(0.889, 0.9), ("law_paper", "lr", 10.0), "dpsgd_s_paper")
+    assert (got["lr"], got["found"], got["seeds"]) == (1.0, 8, 8) and got["lower"]
+    assert got["diff"] == pytest.approx(-0.4, abs=0.05)
+    # the rule on the frontier: the point found is no lower; more accurate than every point: none found
+    assert not pareto_reading(_points(0.886, 0.3), ("law_paper", "lr", 10.0), "dpsgd_s_paper")["lower"]
+    assert pareto_reading(_points(0.905, 0.3), ("law_paper", "lr", 10.0), "dpsgd_s_paper") is None
+
+
+def test_a_seed_short_of_a_planned_point_is_left_out():
+    cell = ("law_paper", "lr", 10.0)
+    pts = _points(0.886, 0.3)
+    pts = pts[~((pts.seed == 0) & (pts.lr == 3.0))]  # seed 0 is missing its lr-3 point
+    planned = {(lr, 10.0) for lr in (0.03, 0.1, 0.3, 1.0, 3.0, 5.0)}
+    assert frontier.frontier_points(pts, cell, planned)[1] == list(range(1, 8))
+    assert frontier_table(pts, planned={cell: planned}).seeds.iloc[0] == 7
+    # a point planned but run on no seed yet: no seed is complete, so no row
+    assert frontier_table(pts, planned={cell: planned | {(9.0, 10.0)}}).empty
+
+
+def test_lower_clip_points_move_the_primary_reading_not_the_c0_one():
+    # a DP-SGD point at C 1 as accurate as the rule with a much higher Δ lifts the all-points frontier there: the
+    # rule, on DP-SGD's C0 frontier, then "lowers Δ" in the primary reading and shows no change at C0 only
+    df = frontier_table(_points(0.890, 50 * 0.01, low_c=True))
+    row = df[df.axis == "accuracy"].iloc[0]
+    assert row.effect_cross_fit < -0.5 and row.verdict == "lowers Δ at equal accuracy"
+    assert abs(row.c0_effect_cross_fit) < 0.05 and row.c0_verdict == "no change at equal accuracy"
+
+
+def test_the_estimators_and_the_axes_are_read_apart():
+    # cross-fitted on the frontier, in-sample 0.3 pp below it: depends on the estimator
+    df = frontier_table(_points(0.886, 0.3, rule_in_sample=0.0))
+    assert df[df.axis == "accuracy"].iloc[0].verdict == "depends on the estimator"
+    # on the frontier by accuracy; by balanced accuracy (which runs the other way) the rule sits where DP-SGD's Δ is
+    # 0.75 pp, so there it lowers Δ; balanced is not the primary axis
+    df = frontier_table(_points(0.886, 0.3, rule_balanced=1.79 - 0.895))
+    acc, bal = (df[df.axis == a].iloc[0] for a in ("accuracy", "balanced"))
+    assert acc.primary and not bal.primary
+    assert acc.verdict == "no change at equal accuracy" and bal.verdict == "lowers Δ at equal accuracy"
+    assert acc.p_bonf_cross_fit == pytest.approx(min(1.0, 31 * acc.p_unadj_cross_fit))
+
+
+def test_no_disparity_to_remove():
+    # DP-SGD's Δ at the rule's accuracy (0.05 pp) within its null floor (0.05): no change reads "no disparity"
+    df = frontier_table(_points(0.881, 0.05))
+    assert df[df.axis == "accuracy"].iloc[0].verdict == "no disparity to remove"
+    # the claims table: no change where DP-SGD's Δ is within its floor, or below the detectable change
+    from fairdp_core.audit.verdicts import claims_table
+
+    def runs(base, floor, noise):
+        rng, out = np.random.default_rng(0), []
+        for s in range(8):
+            for alg, d in (("dpsgd", base), ("dpsgd_s_paper", base + rng.normal(0, noise))):
+                out.append({"run": f"a-{alg}-{s}", "dataset": "adult", "model": "lr", "algorithm": alg,
+                            "epsilon": 10.0, "seed": s, "numerics": 1, "clipping": None,
+                            "accuracy": {"mean": 0.85, "largest_predicted_class_share": 0.7, "balanced": 0.8},
+                            "attacks": {a: {"delta_pp": d, "null_floor_pp": floor}
+                                        for a in ("alooa_cross_fit", "alooa_in_sample")}})
+        return out
+
+    assert claims_table(runs(0.04, 0.05, 0.01)).verdict.tolist() == ["no disparity to remove"]  # at the floor
+    assert claims_table(runs(0.30, 0.05, 0.5)).verdict.tolist() == ["no disparity to remove"]  # MDE > Δ
+    assert claims_table(runs(0.30, 0.05, 0.01)).verdict.tolist() == ["not detected"]
+    row = claims_table(runs(0.30, 0.05, 0.01)).iloc[0]
+    assert row.detects_18pct and row.detects_37pct
+
+
+@pytest.mark.parametrize("offset,cloud", [(0.0, 0.0), (-0.2, 0.0), (0.0, 0.2)])
+def test_interval_covers_at_its_nominal_rate(offset, cloud):
+    # seed 5, 400 simulated studies of 6 seeds: Monte Carlo SE 0.011 about 0.95
+    r = simulate_coverage(offset=offset, cloud=cloud, n_sims=400, x_range=(0.894, 0.898), x_sd=0.00005,
+                          delta_sd=0.09, seed_sd=0.05, rng=np.random.default_rng(5))
+    assert r["coverage"] >= 0.92 and abs(r["bias"]) < 0.02 and r["outside_share"] == 0
+
+
+def test_coverage_check_rejects_a_wrong_frontier(monkeypatch):
+    # a frontier read as the highest DP-SGD Δ of the seed (not the fit at the rule's accuracy) must fail the check
+    monkeypatch.setattr(frontier, "frontier_at", lambda acc, d, at: np.array([np.max(d)]))
+    r = simulate_coverage(offset=0.0, n_sims=200, x_range=(0.894, 0.898), x_sd=0.00005, delta_sd=0.09,
+                          seed_sd=0.05, rng=np.random.default_rng(5))
+    assert r["coverage"] < 0.5
+
+
+def test_grid_points_name_and_plan_runs():
+    from fairdp_core.config import GridEntry
+
+    g = GridEntry(dataset="law_paper", model="lr", algorithms=["dpsgd"], epsilons=[10], seeds=2,
+                  points=[{"lr": 0.3, "clip": 3.333}, {"lr": 1.0}])
+    runs = expand_runs([g], None)
+    assert list(runs) == ["law_paper-lr-dpsgd-e10-lr0p3-c3p333-s0", "law_paper-lr-dpsgd-e10-lr1-s0",
+                          "law_paper-lr-dpsgd-e10-lr0p3-c3p333-s1", "law_paper-lr-dpsgd-e10-lr1-s1"]
+    assert runs["law_paper-lr-dpsgd-e10-lr1-s0"]["clip"] is None
+    # a grid without points writes runs as before (no lr or clip key)
+    plain = expand_runs([GridEntry(dataset="law_paper", model="lr", algorithms=["dpsgd"], epsilons=[10])], None)
+    assert set(plain["law_paper-lr-dpsgd-e10-s0"]) == {"dataset", "model", "algorithm", "epsilon", "seed", "tau",
+                                                       "gamma"}
+
+
+def test_operating_point_wins_in_the_plan(tmp_path):
+    import shutil
+    from pathlib import Path
+
+    from fairdp_core.cli.params import use_profile
+    from fairdp_core.config import load_params
+    from fairdp_core.stages.plan import train_plan
+
+    root = Path(__file__).resolve().parents[1]
+    shutil.copytree(root / "profiles", tmp_path / "profiles")
+    use_profile("frontier", tmp_path / "params.yaml", tmp_path / "profiles")  # writes runs.yaml too
+    p = load_params(tmp_path / "params.yaml")
+    spec = train_plan(p, "law_paper-lr-dpsgd-e10-lr0p3-c3p333-s1")["spec"]
+    assert (spec["lr"], spec["clip"], spec["epochs"]) == (0.3, 3.333, 20.0)
+    paper = train_plan(p, "compas-lr-dpsgd_s_paper-e1-lr0p2-s0")["spec"]
+    assert (paper["lr"], paper["clip"], paper["epochs"]) == (0.2, 1.0, 50.0)
+    # paired with the claims run of the same seed: the same design and bank seed
+    plan = train_plan(p, "law_paper-lr-dpsgd-e10-lr3-c10-s4")
+    assert plan["design"] == "law_paper-s4"
+    # a clip bound on a rule that has none is refused, naming the run
+    runs = dict(p.runs)
+    name = "law_paper-lr-dpsgd_s-e10-lr0p3-s0"
+    runs[name] = runs[name].model_copy(update={"clip": 2.0})
+    with pytest.raises(ConfigError, match=name):
+        train_plan(p.model_copy(update={"runs": runs}), name)
+
+
+def test_committed_frontier_table_recomputes_from_the_committed_summaries(tmp_path):
+    """reports/frontier_table.csv (written by the index stage) is frontier_table() of the tracked frontier and claims
+    summaries: every row, verdict and number."""
+    import shutil
+    import subprocess
+    from pathlib import Path
+
+    from fairdp_core.audit.frontier import load_points
+    from fairdp_core.frontier_report import planned_points
+
+    root = Path(__file__).resolve().parents[1]
+    tracked = subprocess.run(["git", "ls-files", "reports/paper/frontier", "reports/paper/claims"], cwd=root,
+                             capture_output=True, text=True, check=True).stdout.split()
+    for p in tracked:
+        if p.endswith(".json"):
+            (tmp_path / Path(p).parent).mkdir(parents=True, exist_ok=True)
+            shutil.copy(root / p, tmp_path / p)
+    assert any(p.startswith("reports/paper/frontier/") for p in tracked), "no frontier summary is committed"
+    pts = load_points(tmp_path / "reports/paper/frontier", tmp_path / "reports/paper/claims")
+    got = frontier_table(pts, planned=planned_points(root / "profiles" / "frontier.yaml", pts))
+    want = pd.read_csv(root / "reports" / "frontier_table.csv")
+    assert list(got.columns) == list(want.columns) and len(got) == len(want)
+    for col in want.columns:
+        if want[col].dtype.kind in "fi":
+            np.testing.assert_allclose(got[col].to_numpy(float), want[col].to_numpy(float), rtol=1e-5, atol=1e-6,
+                                       equal_nan=True, err_msg=col)
+        else:
+            assert got[col].astype(str).tolist() == want[col].astype(str).tolist(), col
