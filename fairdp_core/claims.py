@@ -200,6 +200,27 @@ def run_part(params: Params, part: str, summaries: Path, *, commit: str, min_see
     return done
 
 
+# What a rerun of the same plan may change in a summary: where and when it was made, and how long it took.
+NOT_REPRODUCED = ("commit", "wall_s")
+
+
+def verify_run(params: Params, stored: dict, work: Path, *, progress: bool = False) -> list[str]:
+    """Rerun the run of summary ``stored`` in this checkout (its summary written under ``work``) and return the
+    fields, other than :data:`NOT_REPRODUCED`, in which the rerun differs from ``stored`` (empty: it reproduces).
+    The summary's plan must be this checkout's plan for the run, numerics version included."""
+    name = stored["run"]
+    if name not in params.runs:
+        raise ConfigError(f"{name}: not a run of profile {params.profile!r}")
+    plan_sha = plan_hash(effective_plan(params, name))
+    if stored.get("plan_sha256") != plan_sha or stored.get("numerics") != NUMERICS_VERSION:
+        raise ConfigError(f"{name}: the summary's plan {stored.get('plan_sha256')} (numerics {stored.get('numerics')}) "
+                          f"is not this checkout's {plan_sha} (numerics {NUMERICS_VERSION})")
+    again = json.loads(json.dumps(run_one(params, name, stored["part"], work, commit=stored["commit"],
+                                          progress=progress)))
+    keys = (set(stored) | set(again)) - set(NOT_REPRODUCED)
+    return sorted(k for k in keys if stored.get(k) != again.get(k))
+
+
 def main(argv: list[str] | None = None) -> int:
     import argparse
 
@@ -216,6 +237,9 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--min-seeds", type=int, default=6, help="paired seeds before the power rule decides (default 6)")
     r.add_argument("--allow-dirty", action="store_true", help="run from a checkout with uncommitted changes")
     r.add_argument("--quiet", action="store_true", help="no progress bars")
+    v = sub.add_parser("verify", help="rerun committed summaries here and compare (all but their commit and times)")
+    v.add_argument("summaries", nargs="+", help="summary files (reports/paper/<profile>/<run>.json)")
+    v.add_argument("--params", default="params.yaml")
     ls = sub.add_parser("parts", help="list the profile's parts")
     ls.add_argument("--params", default="params.yaml")
     args = ap.parse_args(argv)
@@ -227,6 +251,23 @@ def main(argv: list[str] | None = None) -> int:
         for p in parts(params):
             print(p, sum(len(v) for v in part_runs(params, p).values()), "runs at most")
         return 0
+    if args.action == "verify":
+        import tempfile
+
+        stored = {}
+        for f in args.summaries:  # every file read and checked before any run
+            try:
+                stored[f] = json.loads(Path(f).read_text())
+            except (OSError, ValueError) as e:
+                raise ConfigError(f"{f}: not a readable summary ({e})") from None
+        bad = 0
+        with tempfile.TemporaryDirectory() as work:
+            for s in stored.values():
+                diff = verify_run(params, s, Path(work))
+                bad += bool(diff)
+                print(f"{s['run']}: " + (f"DIFFERS in {', '.join(diff)}" if diff else
+                                         f"reproduces (every field but {' and '.join(NOT_REPRODUCED)})"), flush=True)
+        return 1 if bad else 0
     commit = checkout_commit(params.base_dir, allow_dirty=args.allow_dirty)
     summaries = Path(args.summaries) if args.summaries else params.resolve(f"reports/paper/{params.profile}")
     todo = parts(params) if args.parts == ["all"] else args.parts

@@ -466,3 +466,28 @@ def test_the_forest_plot_is_scaled_to_the_decided_cells():
     lo, hi = fig.axes[0].get_xlim()
     assert -0.1 < lo <= 0.0 and 0.22 < hi < 0.3, (lo, hi)
     plots.plt.close(fig)
+
+
+def test_verify_run_compares_every_field_but_commit_and_times(monkeypatch, claims_params, tmp_path):
+    """`fairdp claims verify`: a rerun equal but for its commit and times reproduces; one that differs in any other
+    field is named; a summary of another plan or numerics version is refused before any run."""
+    import fairdp_core.claims as claims
+    from fairdp_core.config import ConfigError
+
+    name = next(n for n, r in claims_params.runs.items() if r.algorithm == "dpsgd")
+    plan_sha = claims.plan_hash(claims.effective_plan(claims_params, name))
+    stored = {"run": name, "part": "p", "commit": "old", "plan_sha256": plan_sha, "numerics": claims.NUMERICS_VERSION,
+              "accuracy": {"mean": 0.9}, "wall_s": {"total": 1.0}}
+    again = {**stored, "commit": "new", "wall_s": {"total": 2.0}}
+    ran = []
+    monkeypatch.setattr(claims, "run_one", lambda params, n, part, work, *, commit, progress: ran.append(n) or again)
+    assert claims.verify_run(claims_params, stored, tmp_path) == []
+    again["accuracy"] = {"mean": 0.91}
+    assert claims.verify_run(claims_params, stored, tmp_path) == ["accuracy"]
+    again.pop("accuracy")
+    assert claims.verify_run(claims_params, stored, tmp_path) == ["accuracy"]  # a field lost is a difference too
+    ran.clear()
+    for bad in ({"plan_sha256": "0"}, {"numerics": claims.NUMERICS_VERSION + 1}, {"run": "no-such-run"}):
+        with pytest.raises(ConfigError):
+            claims.verify_run(claims_params, {**stored, **bad}, tmp_path)
+    assert ran == []
