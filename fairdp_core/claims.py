@@ -215,8 +215,10 @@ def verify_run(params: Params, stored: dict, work: Path, *, progress: bool = Fal
     if stored.get("plan_sha256") != plan_sha or stored.get("numerics") != NUMERICS_VERSION:
         raise ConfigError(f"{name}: the summary's plan {stored.get('plan_sha256')} (numerics {stored.get('numerics')}) "
                           f"is not this checkout's {plan_sha} (numerics {NUMERICS_VERSION})")
-    again = json.loads(json.dumps(run_one(params, name, stored["part"], work, commit=stored["commit"],
-                                          progress=progress)))
+    from .atomic import jsonable
+
+    again = json.loads(json.dumps(jsonable(run_one(params, name, stored["part"], work, commit=stored["commit"],
+                                                   progress=progress))))  # as the summary file holds it
     keys = (set(stored) | set(again)) - set(NOT_REPRODUCED)
     return sorted(k for k in keys if stored.get(k) != again.get(k))
 
