@@ -34,7 +34,8 @@ __all__ = ["FRONTIER_DIR", "FRONTIER_MNIST_PROFILE", "FRONTIER_PROFILE", "PREDIC
 FRONTIER_DIR = "reports/paper/frontier"
 FRONTIER_PROFILE = "profiles/frontier.yaml"
 FRONTIER_MNIST_PROFILE = "profiles/frontier_mnist.yaml"  # its runs: reports/paper/frontier_mnist/ (not run yet)
-# The hypothesis's sign predictions, committed in docs/frontier.md before the first frontier run (commit 294fbd8):
+# The hypothesis's sign predictions, committed in docs/frontier.md before the first frontier run (commit 294fbd8,
+# lost with its session; landed as e3cd844, reports/paper/lost_commits.json):
 # per rule and dataset, the sign of the effect at equal accuracy (cross-fitted, both ε).
 PREDICTIONS = {
     "dpsgd_s_paper": {"law_paper": 0, "bank": -1, "adult": 1, "credit": 0, "compas": 0},
