@@ -65,7 +65,7 @@ def _weight_noise(spec: TrainSpec, group: np.ndarray, *, n_groups: int, d: int =
 
 
 @pytest.mark.parametrize("case", ["dpsgd", "dpsgd_s one group in the data", "dpsgd_s both groups",
-                                  "dpsgd_s floored at C_min"])
+                                  "dpsgd_s floored at C_min", "dpsgd_group_fixed, only the smaller group in the data"])
 def test_step_noise_is_sigma_g_times_max_bound_over_all_groups(case):
     """Seed 0, 50,000 noise coordinates per model (SE of the std estimate 0.32%): the noise added in a trainer
     step has std σ_g · max_k C_k within 2% (6 SE), also when the data hold one group only and the bounds are
@@ -74,6 +74,10 @@ def test_step_noise_is_sigma_g_times_max_bound_over_all_groups(case):
     if case == "dpsgd":
         spec = TrainSpec(algorithm="dpsgd", epochs=0.1, batch_size=B, lr=0.5, clip=0.7, noise_multiplier=1.3)
         group, expected = np.zeros(n, np.int64), 1.3 * 0.7
+    elif case.startswith("dpsgd_group_fixed"):  # C0 · min(2, √2 · π): 0.7 · 1.1314 and 0.7 · 0.2828
+        spec = TrainSpec(algorithm="dpsgd_group_fixed", epochs=0.1, batch_size=B, lr=0.5, clip=0.7,
+                         noise_multiplier=1.3, settings={"shares": (0.8, 0.2)})
+        group, expected = np.ones(n, np.int64), 1.3 * 0.7 * 1.4142135623730951 * 0.8
     elif "C_min" in case:  # τ·Q_k below the floor for both groups: the noise follows the floored bound
         spec = TrainSpec(algorithm="dpsgd_s", epochs=0.1, batch_size=B, lr=0.5, noise_multiplier=1.3, sigma_b=6.0,
                          tau=1.0, q_init=(0.01, 0.02), c_min=0.4)
@@ -84,8 +88,10 @@ def test_step_noise_is_sigma_g_times_max_bound_over_all_groups(case):
         group = np.zeros(n, np.int64) if "one group" in case else np.arange(n) % 2
         expected = split_sigma(1.3, 6.0) * 3.0
     noise, bank = _weight_noise(spec, group, n_groups=2)
-    assert bank.accounting[0].sigma_g * (0.7 if case == "dpsgd" else 0.4 if "C_min" in case else 3.0) == \
-        pytest.approx(expected)
+    scale = 0.7 if case == "dpsgd" else 0.4 if "C_min" in case else 3.0
+    if case.startswith("dpsgd_group_fixed"):
+        scale = 0.7 * 1.4142135623730951 * 0.8
+    assert bank.accounting[0].sigma_g * scale == pytest.approx(expected)
     for m in range(2):
         assert _rel_err(noise[m], expected) < 0.02, (case, noise[m].std().item(), expected)
         assert abs(noise[m].double().mean().item()) < 5 * expected / math.sqrt(noise.shape[1])
@@ -132,17 +138,21 @@ def test_empty_batches_are_pure_noise_and_count_as_steps(algorithm):
     assert _rel_err(moved, bank.accounting[0].sigma_g * 0.8 * math.sqrt(T)) < 0.02
 
 
-def test_trainer_clips_each_sample_like_an_autograd_loop():
-    """DP-SGD with σ = 0 and a bound that binds for most samples (C = 0.05): the trainer's parameters after 3
-    epochs equal an autograd loop that clips every single-sample gradient to C, sums, divides by B and steps, on
-    the same initial weights and the same Poisson batches (atol 2e-5)."""
+@pytest.mark.parametrize("algorithm", ["dpsgd", "dpsgd_group_fixed"])
+def test_trainer_clips_each_sample_like_an_autograd_loop(algorithm):
+    """σ = 0 and bounds that bind for most samples (C = 0.05; with fixed group bounds from shares 0.8 and 0.2,
+    C_k = C·min(2, √2·π_k), written out here): the trainer's parameters after 3 epochs equal an autograd loop that
+    clips every single-sample gradient to its group's bound, sums, divides by B and steps, on the same initial
+    weights and the same Poisson batches (atol 2e-5)."""
     rng = np.random.default_rng(1)
     n, d, C_cls, M, B, lr, clip = 300, 5, 2, 2, 30, 0.3, 0.05
     X = rng.normal(size=(n, d)).astype(np.float32)
     y, g = rng.integers(0, C_cls, n), rng.integers(0, 2, n)
     mem = rng.random((M, n)) < 0.7
-    spec = TrainSpec(algorithm="dpsgd", model="mlp", hidden=8, epochs=3, batch_size=B, lr=lr, clip=clip,
-                     noise_multiplier=0.0)
+    fixed = algorithm == "dpsgd_group_fixed"
+    bound = [clip * 1.4142135623730951 * 0.8, clip * 1.4142135623730951 * 0.2] if fixed else [clip, clip]
+    spec = TrainSpec(algorithm=algorithm, model="mlp", hidden=8, epochs=3, batch_size=B, lr=lr, clip=clip,
+                     noise_multiplier=0.0, settings={"shares": (0.8, 0.2)} if fixed else ())
     bank = train_bank(X, y, g, mem, spec, n_classes=C_cls, n_groups=2, seed=7, progress=False)
     gens = model_generators(7, M)
     mods = [_init_module(build_model("mlp", (d,), C_cls, hidden=8), gg["init"]) for gg in gens]
@@ -159,8 +169,8 @@ def test_trainer_clips_each_sample_like_an_autograd_loop():
                                             reduction="sum").backward()
                 gi = {k: p.grad.detach().clone() for k, p in mods[m].named_parameters()}
                 norm = torch.sqrt(sum((v ** 2).sum() for v in gi.values()))
-                clipped += int(norm > clip)
-                f = min(1.0, clip / (norm.item() + 1e-6))
+                clipped += int(norm > bound[g[i]])
+                f = min(1.0, bound[g[i]] / (norm.item() + 1e-6))
                 for k in total:
                     total[k] += f * gi[k]
             with torch.no_grad():

@@ -25,9 +25,15 @@ from fairdp_core.rules.base import RULE_FIELDS
 # rule -> the noise multipliers (noise std / L2 sensitivity) of the statistics it releases each step, from the
 # Accounting record of a trained bank. Counts have sensitivity 1 except AdaClip's centred count (1/2: 2σ_b, Andrew
 # et al. 2021, Theorem 1); the paper rule's group sums are noised at σ_s·C0 for sensitivity C0.
+# The settings a rule needs that have no default (they depend on the dataset): its params.yaml section for a toy
+# dataset, and the spec's settings for the common tests' toy bank.
+TRAIN_SECTIONS = {"dpsgd_group_fixed": {"shares": {"toy": [0.7, 0.3]}}}
+BANK_SETTINGS = {"dpsgd_group_fixed": {"shares": (0.7, 0.3)}}
+
 RELEASES = {
     "sgd": lambda a: (),
     "dpsgd": lambda a: (),
+    "dpsgd_group_fixed": lambda a: (),  # fixed bounds from public shares: releases nothing
     "dpsgd_s": lambda a: (a.sigma_b,),
     "dpsgd_s_paper": lambda a: (a.sigma_s, a.sigma_b),
     "dpsgd_s_paper_code": lambda a: (),  # releases nothing: it reads the exact statistics (not guaranteed)
@@ -62,8 +68,11 @@ def test_every_rule_plans_into_the_engines_trainspec(name):
     train = config.TrainConfig()
     if rule.config is not None:
         assert rule.settings_of(train) == rule.settings(), f"{name}: its defaults are not its Settings'"
-    own = rule.own_fields(train, SimpleNamespace(gamma=None, tau=None), lambda key, default: default)
-    got = rule.plan_fields(train, SimpleNamespace(gamma=None, tau=None), lambda key, default: default)
+    if name in TRAIN_SECTIONS:  # settings that depend on the dataset: none by default
+        train = config.TrainConfig.model_validate({rule.config: TRAIN_SECTIONS[name]})
+    run = SimpleNamespace(gamma=None, tau=None, dataset="toy", name="toy-lr-s0")
+    own = rule.own_fields(train, run, lambda key, default: default)
+    got = rule.plan_fields(train, run, lambda key, default: default)
     spec_fields = {f.name for f in fields(TrainSpec)}
     assert set(got) <= spec_fields, f"{name}: not TrainSpec fields: {set(got) - spec_fields}"
     assert not set(rule.fields) & (spec_fields - set(RULE_FIELDS)), f"{name}: a common TrainSpec field as its own"
@@ -138,6 +147,8 @@ def test_a_rule_that_reads_a_field_it_did_not_declare_fails_at_once(monkeypatch)
         _bank("dpsgd_f")
 
 
+
+
 def _bank(name, seed=0):
     rng = np.random.default_rng(5)
     n = 1000
@@ -147,7 +158,7 @@ def _bank(name, seed=0):
     mem[0], mem[1, :700] = True, True
     private = rules.get(name).private
     spec = TrainSpec(algorithm=name, epochs=1, batch_size=50, target_epsilon=2.0 if private else None, sigma_b=20.0,
-                     clip=1.0)
+                     clip=1.0, settings=BANK_SETTINGS.get(name, ()))
     return spec, mem, train_bank(X, y, g, mem, spec, n_classes=2, n_groups=2, seed=seed, progress=False)
 
 

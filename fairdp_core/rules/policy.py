@@ -27,8 +27,8 @@ import math
 
 import torch
 
-__all__ = ["ClipPolicy", "FixedClip", "GlobalQuantile", "NoClip", "clip_factors", "group_means", "model_noise",
-           "quantile_update"]
+__all__ = ["ClipPolicy", "FixedClip", "GlobalQuantile", "GroupFixedClip", "NoClip", "clip_factors", "group_means",
+           "model_noise", "quantile_update"]
 
 
 def clip_factors(norms: torch.Tensor, groups: torch.Tensor, bounds: torch.Tensor) -> torch.Tensor:
@@ -104,6 +104,21 @@ class FixedClip(ClipPolicy):
         if clip <= 0:
             raise ValueError(f"clipping bound must be positive, got {clip}")
         self._b = torch.full((M, K), float(clip), device=self.device)
+
+    def bounds(self) -> torch.Tensor:
+        return self._b
+
+
+class GroupFixedClip(ClipPolicy):
+    """Fixed bounds, one per group, the same for every model and every step (set before training from public
+    constants): the noise is σ · max_k C_k, the sensitivity of the clipped sum."""
+
+    def __init__(self, M: int, K: int, sigma: float, *, bounds: list[float],
+                 device: torch.device | str = "cpu") -> None:
+        super().__init__(M, K, sigma, device=device)
+        if len(bounds) != K or min(bounds) <= 0:
+            raise ValueError(f"need {K} positive bounds, one per group; got {bounds}")
+        self._b = torch.tensor([float(b) for b in bounds], device=self.device).expand(M, K).contiguous()
 
     def bounds(self) -> torch.Tensor:
         return self._b
