@@ -14,6 +14,7 @@ import pandas as pd
 from scipy import stats
 
 from .audit.frontier import (
+    ABLATION,
     FAMILY,
     OUTSIDE,
     cell_c0,
@@ -24,7 +25,7 @@ from .audit.frontier import (
     pareto_reading,
 )
 from .audit.verdicts import PAPER_QUOTED, RULE_ORDER
-from .claims_report import SHORT
+from .claims_report import SHORT as _RULE_SHORT
 from .results import DATASET_LABELS
 
 __all__ = ["FRONTIER_DIR", "FRONTIER_MNIST_PROFILE", "FRONTIER_PROFILE", "PREDICTIONS", "frontier_cells",
@@ -45,6 +46,9 @@ PREDICTIONS = {
 # ... and for DP-SGD itself: at C0/10 against its own C0 frontier at the same accuracy (lower on Law and Bank, higher
 # on Adult: uniform clipping hits the group with the larger gradients, the riskier one on Law and Bank).
 SMALL_C_PREDICTIONS = {"law_paper": -1, "bank": -1, "adult": 1}
+# The rows' names: the claims' rules, and the ablation (docs/frontier.md, "Ablation").
+SHORT = {**_RULE_SHORT, ABLATION: "fixed group bounds (ablation)"}
+ARMS = (*RULE_ORDER, ABLATION)
 SIGN = {"lowers": -1, "raises": 1, "unchanged": 0}
 SIGN_WORDS = {-1: "lowers", 0: "no change", 1: "raises"}
 
@@ -157,7 +161,7 @@ def frontier_figure(points: pd.DataFrame, cells: list[tuple], figures_dir: Path,
                 xs = np.sort(m.accuracy.to_numpy())
                 ax.plot(100 * xs, frontier_at(m.accuracy, m.delta_cross_fit, xs), color=col, lw=1.8)
                 ax.scatter(100 * m.accuracy, m.delta_cross_fit, s=22, color=col, zorder=3)
-            for rule in RULE_ORDER:
+            for rule in ARMS:
                 arm = points[(points.dataset == ds) & (points.epsilon == e) & (points.algorithm == rule)]
                 if arm.empty:
                     continue
@@ -168,6 +172,9 @@ def frontier_figure(points: pd.DataFrame, cells: list[tuple], figures_dir: Path,
                 ax.plot(100 * m.accuracy, m.delta_cross_fit, color=rc, lw=0.8, alpha=0.6)
                 for r in m.itertuples():
                     claims = r.source == "claims"
+                    if rule == ABLATION:  # its one point, a filled square
+                        ax.plot([100 * r.accuracy], [r.delta_cross_fit], marker="s", ms=7, color=rc, zorder=4)
+                        continue
                     ax.plot([100 * r.accuracy], [r.delta_cross_fit], marker="D" if claims else "o", ms=7 if claims
                             else 5, color=rc, mfc=rc if claims else "white", mew=1.4, zorder=4)
             ref = PAPER_QUOTED.get(cell)
@@ -179,10 +186,12 @@ def frontier_figure(points: pd.DataFrame, cells: list[tuple], figures_dir: Path,
     handles = [plots.plt.Line2D([], [], color="0.3", lw=1.8, marker="o", ms=4),
                plots.plt.Line2D([], [], color="0.3", ls="none", marker="D", ms=7),
                plots.plt.Line2D([], [], color="0.3", ls="none", marker="o", ms=5, mfc="white"),
+               plots.plt.Line2D([], [], color="0.3", ls="none", marker="s", ms=7),
                plots.plt.Line2D([], [], color="black", ls="none", marker="*", ms=11)]
     fig.legend(handles + [plots.plt.Line2D([], [], color=c, lw=3) for c in colours.values()],
                ["DP-SGD: frontier through its seed-mean points (light: single seeds)", "a rule at its claims point",
-                "a rule at another lr", "the paper's quoted DP-SGD (right) and rule (left), in-sample Δ", *colours],
+                "a rule at another lr", "the ablation: fixed group bounds at the paper rule's lr",
+                "the paper's quoted DP-SGD (right) and rule (left), in-sample Δ", *colours],
                loc="lower center", ncol=3, fontsize=10, frameon=False, bbox_to_anchor=(0.5, 0.0))
     plots._finish(fig, n_legend_rows=3)
     png = Path(figures_dir) / "frontier.png"
@@ -290,6 +299,20 @@ def _outcome(r: pd.Series) -> str:
     return f"predicted {SIGN_WORDS[want]}: <b>{_judge(want, got)}</b>{note}"
 
 
+def _ablation_outcome(table: pd.DataFrame, r) -> str:
+    """The ablation's prediction (docs/frontier.md): the paper rule's effect at equal accuracy, within the paper
+    rule's interval (cross-fitted)."""
+    rule = table[(table.dataset == r.dataset) & (table.model == r.model) & (table.epsilon == r.epsilon)
+                 & (table.rule == "dpsgd_s_paper") & (table.axis == "accuracy")]
+    mine = f"{_pp(r.effect_cross_fit)} [{_pp(r.lo_cross_fit)}, {_pp(r.hi_cross_fit)}]"
+    if rule.empty or not np.isfinite(r.effect_cross_fit) or not np.isfinite(rule.iloc[0].lo_cross_fit):
+        return f"{mine}; predicted the paper rule's effect: not testable ({html.escape(r.verdict)})"
+    p = rule.iloc[0]
+    held = p.lo_cross_fit <= r.effect_cross_fit <= p.hi_cross_fit
+    return (f"{mine} against the paper rule's {_pp(p.effect_cross_fit)} [{_pp(p.lo_cross_fit)}, "
+            f"{_pp(p.hi_cross_fit)}]; predicted within it: <b>{'holds' if held else 'fails'}</b>")
+
+
 def frontier_section(points: pd.DataFrame, table: pd.DataFrame, cells: list[tuple], planned: dict | None = None
                      ) -> str:
     """The equal-accuracy section: what it measures, the table (same lr beside equal accuracy, both estimators,
@@ -323,7 +346,7 @@ def frontier_section(points: pd.DataFrame, table: pd.DataFrame, cells: list[tupl
             rows.append(f"<tr><td>{DATASET_LABELS.get(cell[0], cell[0])}</td><td>{cell[2]:g}</td>"
                         "<td colspan='10'>not run yet</td></tr>")
             continue
-        for rule in RULE_ORDER:
+        for rule in ARMS:
             acc = g[(g.rule == rule) & (g.axis == "accuracy")]
             if acc.empty:
                 continue
@@ -351,7 +374,8 @@ def frontier_section(points: pd.DataFrame, table: pd.DataFrame, cells: list[tupl
                 f"<td class='small'>{par_txt}</td></tr>")
     mech = [row for cell in cells for row in _mechanism_rows(points, cell)]
     outcomes = [f"<li>{DATASET_LABELS.get(r.dataset, r.dataset)} ε = {r.epsilon:g}, {SHORT[r.rule]}: "
-                f"{_outcome(r)}</li>" for r in table[table.axis == "accuracy"].itertuples()]
+                f"{_outcome(r) if r.rule != ABLATION else _ablation_outcome(table, r)}</li>"
+                for r in table[table.axis == "accuracy"].itertuples()]
     for cell in cells:
         line = _small_c_outcome(points, cell, (planned or {}).get(cell))
         if line:
@@ -366,7 +390,8 @@ def frontier_section(points: pd.DataFrame, table: pd.DataFrame, cells: list[tupl
         "predictions are below, folded; the figure after them shows each cell's accuracy–Δ plane.</p>"
         "<details><summary>How Δ at equal accuracy is measured</summary>" + intro + "</details>"
         f"<details><summary>Cell by cell: {len(rows)} rows</summary>"
-        "<table><caption>Each rule at its claims point against DP-SGD: seeds × DP-SGD points; the rule's "
+        "<table><caption>Each rule at its claims point, and the ablation (DP-SGD with fixed group bounds C0·min(2, "
+        "√2·π_k) from public group shares, at the paper rule's lr), against DP-SGD: seeds × DP-SGD points; the rule's "
         "accuracy % (DP-SGD's range); Δ(rule) − Δ(DP-SGD) at the same lr and at equal accuracy, pp [Bonferroni "
         "interval], cross-fitted and in-sample; the uncorrected p (cross-fitted, equal accuracy); the verdict (and "
         "against balanced accuracy); the C0-only reading (cross-fitted); the Pareto reading</caption><tr><th>dataset</th>"

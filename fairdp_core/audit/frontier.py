@@ -27,12 +27,15 @@ from sklearn.isotonic import IsotonicRegression
 
 from .verdicts import ESTIMATORS, MIN_SEEDS, RULE_ORDER, _category, _mde
 
-__all__ = ["AXES", "COVERAGE_GRID", "FAMILY", "LAW_E10", "LAW_E10_RULE_AT", "OUTSIDE", "cell_c0", "coverage_study",
-           "frontier_at", "frontier_points", "frontier_table", "load_points", "pareto_reading", "simulate_coverage",
-           "write_coverage"]
+__all__ = ["ABLATION", "AXES", "COVERAGE_GRID", "FAMILY", "LAW_E10", "LAW_E10_RULE_AT", "OUTSIDE", "cell_c0",
+           "coverage_study", "frontier_at", "frontier_points", "frontier_table", "load_points", "pareto_reading",
+           "simulate_coverage", "write_coverage"]
 
 # Every (cell, rule) the frontier profiles plan: the 10 LR cells × 3 rules and the MNIST MLP cell's paper rule.
 FAMILY = 31
+# The ablation (docs/frontier.md): DP-SGD with fixed group bounds from public shares, one point per LR cell. Its rows
+# are read at the same Bonferroni level as the family's (conservative: they are not counted in it).
+ABLATION = "dpsgd_group_fixed"
 # What "equal accuracy" is measured on: test accuracy (the mean over the bank's models) or balanced accuracy.
 AXES = ("accuracy", "balanced")
 OUTSIDE = "outside DP-SGD's range"
@@ -109,6 +112,15 @@ def _claims_point(points: pd.DataFrame, cell: tuple, algorithm: str) -> pd.DataF
                   & (points.algorithm == algorithm) & (points.source == "claims")]
 
 
+def _arm_point(points: pd.DataFrame, cell: tuple, algorithm: str) -> pd.DataFrame:
+    """The runs a row compares: a rule's claims operating point; the ablation's one frontier point (it has no
+    claims run)."""
+    if algorithm == ABLATION:
+        return points[(points.dataset == cell[0]) & (points.model == cell[1]) & (points.epsilon == cell[2])
+                      & (points.algorithm == algorithm)]
+    return _claims_point(points, cell, algorithm)
+
+
 def _effects(dp: pd.DataFrame, arm: pd.DataFrame, seeds: list[int], est: str, axis: str, *,
              c0: float | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Per seed: the rule's effect at equal accuracy and DP-SGD's frontier at the rule's accuracy (NaN: outside).
@@ -151,8 +163,8 @@ def frontier_table(points: pd.DataFrame, *, alpha: float = 0.05, family: int = F
     for cell in cells:
         dp, complete = frontier_points(points, cell, (planned or {}).get(cell))
         base = _claims_point(points, cell, "dpsgd")
-        for rule in RULE_ORDER:
-            arm = _claims_point(points, cell, rule)
+        for rule in (*RULE_ORDER, ABLATION):
+            arm = _arm_point(points, cell, rule)
             seeds = [s for s in complete if s in set(arm.seed) and s in set(base.seed)]
             if not seeds:
                 continue
@@ -227,7 +239,7 @@ def pareto_reading(points: pd.DataFrame, cell: tuple, rule: str, *, est: str = "
     seed s. Returns the mean paired difference with its t interval, the point chosen most often, and how often a
     point was found; None when no seed finds one."""
     dp, complete = frontier_points(points, cell, planned)
-    arm = _claims_point(points, cell, rule)
+    arm = _arm_point(points, cell, rule)
     seeds = [s for s in complete if s in set(arm.seed)]
     if len(seeds) < 2:
         return None
