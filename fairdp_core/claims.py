@@ -33,11 +33,12 @@ from .audit.verdicts import seeds_needed
 from .config import ConfigError, Params
 from .versions import package_versions
 
-__all__ = ["CLAIMS_ATTACKS", "NUMERICS_VERSION", "part_runs", "parts", "plan_hash", "run_part",
+__all__ = ["CLAIMS_ATTACKS", "NUMERICS_VERSION", "numerics_of", "part_runs", "parts", "plan_hash", "run_part",
            "seeds_needed", "summary_path"]
 
-# The bits a bank is trained to: bumped whenever a change to the engine changes a trained bank's bytes
-# (tests/test_claims.py pins a small bank's hash to this version). A verdict pools only runs of one version.
+# The bits a bank is trained to: bumped whenever a change to the engine changes every trained bank's bytes
+# (tests/test_claims.py pins a small bank's hash to this version); a change that moves only some rules' bits bumps
+# those rules' own version instead (Rule.numerics, :func:`numerics_of`). A verdict pools one version per arm and cell.
 NUMERICS_VERSION = 1
 # The attacks the claims profile runs: the two estimators every verdict shows, and the cheap reference attacks. The
 # null-corrected PA-ALOOA estimator and PA-GBA are left out (together half the attack stage at m = n).
@@ -105,11 +106,19 @@ def checkout_commit(base: Path, *, allow_dirty: bool = False) -> str:
     return head + ("+dirty" if dirty else "")
 
 
-def _existing(path: Path, plan_sha: str) -> dict | None:
+def numerics_of(algorithm: str) -> int:
+    """The numerics version of a run of ``algorithm`` trained here: the engine's :data:`NUMERICS_VERSION`, or the
+    rule's own (``Rule.numerics``) where a later change moved only that rule's bits."""
+    from .rules import get
+
+    return max(NUMERICS_VERSION, get(algorithm).numerics)
+
+
+def _existing(path: Path, plan_sha: str, numerics: int) -> dict | None:
     if not path.is_file():
         return None
     s = json.loads(path.read_text())
-    return s if s.get("plan_sha256") == plan_sha and s.get("numerics") == NUMERICS_VERSION else None
+    return s if s.get("plan_sha256") == plan_sha and s.get("numerics") == numerics else None
 
 
 def _compact_attack(a: dict) -> dict:
@@ -149,7 +158,7 @@ def run_one(params: Params, name: str, part: str, summaries: Path, *, commit: st
     out = {
         "run": name, "part": part, "profile": params.profile, "dataset": r.dataset, "model": r.model,
         "algorithm": r.algorithm, "epsilon": r.epsilon, "seed": r.seed, "commit": commit,
-        "plan_sha256": plan_hash(plan), "numerics": NUMERICS_VERSION, "versions": package_versions(), "plan": plan,
+        "plan_sha256": plan_hash(plan), "numerics": numerics_of(r.algorithm), "versions": package_versions(), "plan": plan,
         "n_models": info["n_models"], "m": info["m"], "R": info["R"], "n_train": info["n_train"],
         "n_test": info["n_test"], "group_names": info["group_names"], "class_names": info["class_names"],
         "device": params.train.device or "cpu",
@@ -189,7 +198,7 @@ def run_part(params: Params, part: str, summaries: Path, *, commit: str, min_see
                 break
         for name in names:
             plan_sha = plan_hash(effective_plan(params, name))
-            s = _existing(summary_path(summaries, name), plan_sha)
+            s = _existing(summary_path(summaries, name), plan_sha, numerics_of(params.runs[name].algorithm))
             if s is None:
                 s = run_one(params, name, part, summaries, commit=commit, progress=progress)
                 w = s["wall_s"]
@@ -211,10 +220,10 @@ def verify_run(params: Params, stored: dict, work: Path, *, progress: bool = Fal
     name = stored["run"]
     if name not in params.runs:
         raise ConfigError(f"{name}: not a run of profile {params.profile!r}")
-    plan_sha = plan_hash(effective_plan(params, name))
-    if stored.get("plan_sha256") != plan_sha or stored.get("numerics") != NUMERICS_VERSION:
+    plan_sha, version = plan_hash(effective_plan(params, name)), numerics_of(params.runs[name].algorithm)
+    if stored.get("plan_sha256") != plan_sha or stored.get("numerics") != version:
         raise ConfigError(f"{name}: the summary's plan {stored.get('plan_sha256')} (numerics {stored.get('numerics')}) "
-                          f"is not this checkout's {plan_sha} (numerics {NUMERICS_VERSION})")
+                          f"is not this checkout's {plan_sha} (numerics {version})")
     from .atomic import jsonable
 
     again = json.loads(json.dumps(jsonable(run_one(params, name, stored["part"], work, commit=stored["commit"],

@@ -31,7 +31,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 SUITE = ["tests/test_privacy.py", "tests/test_rivals.py", "tests/test_paper_rule.py", "tests/test_engine.py",
-         "tests/test_opacus_compat.py", "tests/test_clip_tuning.py", "tests/test_custom.py", "tests/test_synth.py", "tests/test_side_paths.py"]
+         "tests/test_opacus_compat.py", "tests/test_clip_tuning.py", "tests/test_custom.py", "tests/test_synth.py", "tests/test_side_paths.py",
+         "tests/test_group_sums.py"]
 
 
 @dataclass(frozen=True)
@@ -59,6 +60,14 @@ BREAKAGES = (
     Breakage("fixed group bounds applied to the other group", "fairdp_core/rules/dpsgd_group_fixed.py",
              "bounds=group_bounds(spec.clip, spec.shares, spec.ratio_cap), device=device)",
              "bounds=group_bounds(spec.clip, spec.shares, spec.ratio_cap)[::-1], device=device)"),
+    Breakage("one-pass group sums: a group's samples summed into the next group's sum (MLP, LR)",
+             "fairdp_core/engine/backends.py", "torch.bmm(dk.transpose(1, 2), ak, out=ws[:, k])",
+             "torch.bmm(dk.transpose(1, 2), ak, out=ws[:, (k + 1) % K])"),
+    Breakage("one-pass group sums: each sample counted in the next group (CNN)", "fairdp_core/engine/backends.py",
+             "G = torch.nn.functional.one_hot(groups[m], K)", "G = torch.nn.functional.one_hot((groups[m] + 1) % K, K)"),
+    Breakage("one-pass group sums: batch padding summed at the factor of the sample it stands beside",
+             "fairdp_core/engine/backends.py", "out.append((src, factors.gather(1, src) * (j < counts[:, k:k + 1])))",
+             "out.append((src, factors.gather(1, src)))"),
     Breakage("DP-SGD-S gradient noise at σ_eff (the counts not paid for)", "fairdp_core/rules/dpsgd_s.py",
              "return Sigmas(split_sigma(sigma_eff, sigma_b), sigma_b, None, sigma_eff)",
              "return Sigmas(sigma_eff, sigma_b, None, sigma_eff)"),

@@ -25,7 +25,7 @@ import pandas as pd
 from scipy import stats
 from sklearn.isotonic import IsotonicRegression
 
-from .verdicts import ESTIMATORS, MIN_SEEDS, RULE_ORDER, _category, _mde
+from .verdicts import ESTIMATORS, MIN_SEEDS, RULE_ORDER, _category, _mde, one_version
 
 __all__ = ["ABLATION", "AXES", "COVERAGE_GRID", "FAMILY", "LAW_E10", "LAW_E10_RULE_AT", "OUTSIDE", "cell_c0",
            "coverage_study", "frontier_at", "frontier_points", "frontier_table", "load_points", "pareto_reading",
@@ -65,28 +65,28 @@ def load_points(frontier_dir: str | Path, claims_dir: str | Path, *, numerics: i
     front = [json.loads(p.read_text()) for p in sorted(Path(frontier_dir).glob("*.json"))]
     if not front:
         return pd.DataFrame()
-    version = numerics if numerics is not None else max(s["numerics"] for s in front)
-    front = [s for s in front if s["numerics"] == version]
-    seeds = {(s["dataset"], s["model"], float(s["epsilon"]), s["algorithm"]): set() for s in front}
+    cells = {(s["dataset"], s["model"], float(s["epsilon"])) for s in front}
+    claims = [s for s in (json.loads(p.read_text()) for p in sorted(Path(claims_dir).glob("*.json")))
+              if s["algorithm"] != "sgd" and (s["dataset"], s["model"], float(s["epsilon"])) in cells]
+    # one numerics version per arm and cell, over both sources together (the rule's claims point and its frontier
+    # points are one arm)
     for s in front:
-        seeds[(s["dataset"], s["model"], float(s["epsilon"]), s["algorithm"])].add(s["seed"])
-    cells = {k[:3] for k in seeds}
-    claims = [json.loads(p.read_text()) for p in sorted(Path(claims_dir).glob("*.json"))]
-    claims = [s for s in claims if s["numerics"] == version and s["algorithm"] != "sgd"
-              and (s["dataset"], s["model"], float(s["epsilon"])) in cells]
-    for source, runs in (("frontier", front), ("claims", claims)):
-        for s in runs:
-            spec = s["plan"]["train"]["spec"]
-            row = {"dataset": s["dataset"], "model": s["model"], "epsilon": float(s["epsilon"]),
-                   "algorithm": s["algorithm"], "lr": float(spec["lr"]), "clip": spec.get("clip"), "seed": s["seed"],
-                   "source": source, "run": s["run"], "accuracy": s["accuracy"]["mean"],
-                   "balanced": s["accuracy"]["balanced"], "group_names": tuple(s["group_names"]),
-                   "clipping": s.get("clipping"), "gpr": s["attacks"][ESTIMATORS["cross_fit"]]["gpr"]}
-            for est, attack in ESTIMATORS.items():
-                a = s["attacks"][attack]
-                row[f"delta_{est}"] = np.nan if a["delta_pp"] is None else float(a["delta_pp"])
-                row[f"null_floor_{est}"] = np.nan if a.get("null_floor_pp") is None else float(a["null_floor_pp"])
-            rows.append(row)
+        s["_source"] = "frontier"
+    for s in claims:
+        s["_source"] = "claims"
+    for s in one_version(front + claims, numerics):
+        source = s["_source"]
+        spec = s["plan"]["train"]["spec"]
+        row = {"dataset": s["dataset"], "model": s["model"], "epsilon": float(s["epsilon"]),
+               "algorithm": s["algorithm"], "lr": float(spec["lr"]), "clip": spec.get("clip"), "seed": s["seed"],
+               "source": source, "run": s["run"], "accuracy": s["accuracy"]["mean"],
+               "balanced": s["accuracy"]["balanced"], "group_names": tuple(s["group_names"]),
+               "clipping": s.get("clipping"), "gpr": s["attacks"][ESTIMATORS["cross_fit"]]["gpr"]}
+        for est, attack in ESTIMATORS.items():
+            a = s["attacks"][attack]
+            row[f"delta_{est}"] = np.nan if a["delta_pp"] is None else float(a["delta_pp"])
+            row[f"null_floor_{est}"] = np.nan if a.get("null_floor_pp") is None else float(a["null_floor_pp"])
+        rows.append(row)
     return pd.DataFrame(rows)
 
 

@@ -79,14 +79,23 @@ def degenerate(accuracy: dict, n_classes: int = 2) -> bool:
 
 def load_summaries(directory: str | Path, *, numerics: int | None = None, files: list[Path] | None = None
                    ) -> list[dict]:
-    """Every run summary in ``directory`` (or the given ``files``) of one numerics version (``numerics``, default
-    the newest present)."""
+    """Every run summary in ``directory`` (or the given ``files``) of one numerics version per arm and cell
+    (``numerics``, default the newest present for that dataset, model, ε and algorithm)."""
     paths = files if files is not None else sorted(Path(directory).glob("*.json"))
-    out = [json.loads(Path(p).read_text()) for p in paths]
-    if not out:
-        return []
-    version = numerics if numerics is not None else max(s["numerics"] for s in out)
-    return [s for s in out if s["numerics"] == version]
+    return one_version([json.loads(Path(p).read_text()) for p in paths], numerics)
+
+
+def one_version(summaries: list[dict], numerics: int | None = None) -> list[dict]:
+    """The summaries of one numerics version per arm and cell (dataset, model, ε, algorithm): ``numerics``, or the
+    newest present there. A rule whose arithmetic changed (Rule.numerics) is pooled at one version, beside arms
+    whose bits did not change."""
+    def key(s: dict) -> tuple:
+        return s["dataset"], s["model"], s.get("epsilon"), s["algorithm"]
+
+    newest: dict[tuple, int] = {}
+    for s in summaries:
+        newest[key(s)] = max(newest.get(key(s), s["numerics"]), s["numerics"])
+    return [s for s in summaries if s["numerics"] == (numerics if numerics is not None else newest[key(s)])]
 
 
 def _category(lo: float, hi: float) -> str:

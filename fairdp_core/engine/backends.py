@@ -24,7 +24,7 @@ from torch.func import functional_call, grad, vmap
 from ..models import MLP, LogisticRegression, MnistCNN, MnistReLUCNN, UTKFaceCNN
 
 __all__ = ["ENGINE_LAYERS", "Backend", "DenseBackend", "FuncBackend", "LayerBackend", "UnsupportedModule", "check_module",
-           "make_backend", "stack_params"]
+           "group_segments", "make_backend", "stack_params"]
 
 
 def stack_params(modules: list[nn.Module]) -> dict[str, torch.Tensor]:
@@ -53,6 +53,31 @@ def _row_sq(x: torch.Tensor, chunk_elems: int = 1 << 18) -> torch.Tensor:
     return out
 
 
+def group_segments(factors: torch.Tensor, groups: torch.Tensor, K: int
+                   ) -> list[tuple[torch.Tensor, torch.Tensor] | None]:
+    """Each model's samples gathered by group, for sums over one group at a time in one pass over the batch: per
+    group k, (src [M, w_k], f [M, w_k]) where row m of ``src`` holds the batch positions of model m's samples of
+    group k (in batch order) and ``f`` their factors; w_k is the largest count of group k over the models, shorter
+    rows are padded with factor 0. Samples whose factor is 0 (batch padding) are left out. None: no model has a
+    sample of group k. factors, groups [M, W]."""
+    M, W = groups.shape
+    key = torch.where(factors != 0, groups, torch.full_like(groups, K))  # padding sorts after every group
+    counts = torch.zeros(M, K + 1, dtype=torch.long, device=groups.device).scatter_add_(
+        1, key, torch.ones_like(key))[:, :K]
+    order = torch.argsort(key, dim=1, stable=True)
+    start = counts.cumsum(1) - counts
+    out: list[tuple[torch.Tensor, torch.Tensor] | None] = []
+    for k in range(K):
+        w = int(counts[:, k].max())
+        if w == 0:
+            out.append(None)
+            continue
+        j = torch.arange(w, device=groups.device)
+        src = order.gather(1, (start[:, k:k + 1] + j).clamp(max=W - 1))
+        out.append((src, factors.gather(1, src) * (j < counts[:, k:k + 1])))
+    return out
+
+
 class Backend:
     def per_sample(self, params, x, y, x_sq=None):
         """Norms [M, W] of the per-sample gradients of samples x [M, W, ...] with labels y [M, W], and a context.
@@ -61,6 +86,12 @@ class Backend:
 
     def clipped_sum(self, ctx, factors):
         raise NotImplementedError
+
+    def group_sums(self, ctx, factors: torch.Tensor, groups: torch.Tensor, K: int) -> dict[str, torch.Tensor]:
+        """name -> [M, K, *shape]: per group k, the clipped sum with ``factors · [groups == k]``. Here K passes of
+        :meth:`clipped_sum`; the engine's own backends override it with one pass over the batch."""
+        parts = [self.clipped_sum(ctx, factors * (groups == k)) for k in range(K)]
+        return {n: torch.stack([p[n] for p in parts], 1) for n in parts[0]}
 
     def batch_grad(self, params, x, y, weights):
         """Non-private: name -> [M, *shape], the weighted sum of the samples' gradients (no per-sample work)."""
@@ -123,6 +154,27 @@ class DenseBackend(Backend):
             fd = d * factors.unsqueeze(-1)
             out[f"{name}.weight"] = torch.bmm(fd.transpose(1, 2), a)
             out[f"{name}.bias"] = fd.sum(1)
+        return out
+
+    def group_sums(self, ctx, factors, groups, K):
+        """One pass: each group's samples gathered (:func:`group_segments`), then one batched matmul per group and
+        layer over that group's samples only, so the K sums cost about one clipped sum."""
+        acts, deltas = ctx
+        segs = group_segments(factors, groups, K)
+        out = {}
+        for name, a, d in zip(self.layers, acts, deltas):
+            M = a.shape[0]
+            ws = a.new_zeros(M, K, d.shape[-1], a.shape[-1])
+            bs = a.new_zeros(M, K, d.shape[-1])
+            for k, seg in enumerate(segs):
+                if seg is None:
+                    continue
+                src, f = seg
+                ak = a.gather(1, src.unsqueeze(-1).expand(-1, -1, a.shape[-1]))
+                dk = d.gather(1, src.unsqueeze(-1).expand(-1, -1, d.shape[-1])).mul_(f.unsqueeze(-1))
+                torch.bmm(dk.transpose(1, 2), ak, out=ws[:, k])
+                bs[:, k] = dk.sum(1)
+            out[f"{name}.weight"], out[f"{name}.bias"] = ws, bs
         return out
 
 
@@ -266,6 +318,25 @@ class LayerBackend(Backend):
                 else:
                     fd = v * f[:, None]
                     w, b = fd.T @ u, fd.sum(0)
+                out.setdefault(f"{name}.weight", []).append(w)
+                out.setdefault(f"{name}.bias", []).append(b)
+        return {k: torch.stack(v) for k, v in out.items()}
+
+    def group_sums(self, ctx, factors, groups, K):
+        """One read of each model's per-sample gradients: the K sums of a layer as one matmul with the [W, K] matrix
+        of factors · one-hot(group)."""
+        out: dict[str, list[torch.Tensor]] = {}
+        for m, per_model in enumerate(ctx):
+            G = torch.nn.functional.one_hot(groups[m], K).to(factors.dtype) * factors[m].unsqueeze(-1)  # [W, K]
+            for name, kind, u, v in per_model:
+                if kind == "conv":
+                    layer = self.module.get_submodule(name)
+                    out_c, inp, kh, kw = layer.weight.shape
+                    g = (G.T @ u.flatten(1)).view(K, out_c, kh, kw, inp)
+                    w, b = g.permute(0, 1, 4, 2, 3).contiguous(), G.T @ v
+                else:
+                    w = torch.stack([(v * G[:, k:k + 1]).T @ u for k in range(K)])
+                    b = G.T @ v
                 out.setdefault(f"{name}.weight", []).append(w)
                 out.setdefault(f"{name}.bias", []).append(b)
         return {k: torch.stack(v) for k, v in out.items()}

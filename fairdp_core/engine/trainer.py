@@ -465,12 +465,8 @@ def train_bank(X: np.ndarray, y: np.ndarray, group: np.ndarray, membership: np.n
 
     def group_sums(ctx, norms, gb, w) -> torch.Tensor:
         """[M, K, P]: per group, the sum of its per-sample gradients weighted by the policy's ``sum_factors``."""
-        f = policy.sum_factors(norms) * w
-        out = []
-        for k in range(K):
-            part = backend.clipped_sum(ctx, f * (gb == k))
-            out.append(torch.cat([part[n].flatten(1) for n in names], 1))
-        return torch.stack(out, 1)
+        sums = backend.group_sums(ctx, policy.sum_factors(norms) * w, gb, K)  # one pass over the batch
+        return torch.cat([sums[n].flatten(2) for n in names], 2)
     x_sq_all = (Xt.flatten(1) ** 2).sum(1)  # ‖x‖² of every record, for the first layer's closed-form norms
     t0 = time.perf_counter()
     for t in tqdm(range(steps), desc=desc or f"{spec.algorithm} x{M}", disable=not progress, mininterval=1.0):

@@ -28,7 +28,8 @@ Opacus optimizers know a rule only through this interface and the registry (:mod
 - :meth:`Rule.sigmas`: the split of the calibrated σ_eff between the gradient and each statistic released;
 - :meth:`Rule.policy`: the :class:`~fairdp_core.rules.policy.ClipPolicy` that trains it;
 - :meth:`Rule.public_assumptions`: the constants the accounting treats as public;
-- ``make_private``: the name of its Opacus entry point in :mod:`fairdp_core.opacus_compat` (None: none).
+- ``make_private``: the name of its Opacus entry point in :mod:`fairdp_core.opacus_compat` (None: none);
+- ``numerics``: the version of the bits its banks are trained to (bumped when only this rule's arithmetic changed).
 """
 
 from __future__ import annotations
@@ -82,6 +83,9 @@ class Rule:
     fields: ClassVar[tuple[str, ...]] = ()
     stored_as: ClassVar[dict[str, str]] = {}  # noqa: RUF012 (a declaration, never mutated)
     make_private: ClassVar[str | None] = None
+    # The version of the bits this rule's banks are trained to, where a change to the engine moved this rule's bits
+    # and no other's (fairdp_core.claims.numerics_of; the engine-wide version is claims.NUMERICS_VERSION).
+    numerics: ClassVar[int] = 1
 
     def view(self, spec: TrainSpec) -> RuleView:
         """``spec`` as this rule may read it (:class:`RuleView`)."""

@@ -31,6 +31,7 @@ class DPSGDSPaper(Rule):
     order = 30
     label = "DP-SGD-S (paper rule)"
     color = "#009E73"
+    numerics = 2  # since the per-group sums are one pass over the batch (engine/backends.py, group_sums)
     config = "dpsgd_s_paper"
     settings = Settings
     fields = ("ratio_cap", "sigma_s", "sigma_b", "c_min", "count_floor")

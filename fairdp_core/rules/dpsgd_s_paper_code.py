@@ -16,6 +16,7 @@ class DPSGDSPaperCode(Rule):
     order = 40
     label = "DP-SGD-S (paper code, not guaranteed)"
     color = "#CC79A7"
+    numerics = 2  # since the per-group sums are one pass over the batch (engine/backends.py, group_sums)
     guaranteed = False
     config = "dpsgd_s_paper"  # the paper rule's section and schema
     settings = Settings
