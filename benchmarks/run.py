@@ -6,6 +6,7 @@
     python benchmarks/run.py --conv-patches [--repeats 5]   # per-sample conv gradients: unfold vs strided patches
     python benchmarks/run.py --ratios [--rounds 7] [--save-baseline]   # DP-SGD ÷ non-private, one fixed M per workload
     python benchmarks/run.py --cnn-step [--repeats 5]   # where a CNN's DP-SGD step goes, per model and step
+    python benchmarks/run.py --rule-cost [--rounds 5]   # each rule's time ÷ DP-SGD's at K = 2 and 10 groups
 
 Writes ``results.json`` (a list of records: workload, method, n_models, samples_per_s, model_epochs_per_s,
 gflops, ...) and ``results.md``. Workloads use synthetic data of the study's shapes: Adult-shaped (n = 32,000,
@@ -150,9 +151,16 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=7, help="--ratios: interleaved rounds (at least 5)")
     ap.add_argument("--save-baseline", action="store_true",
                     help="--ratios: also write ratios_baseline.json, what later runs compare non-private speed with")
+    ap.add_argument("--rule-cost", action="store_true",
+                    help="each clipping rule's time per step ÷ DP-SGD's, K = 2 and 10 groups (benchmarks/rule_cost.md)")
     ap.add_argument("--cnn-step", action="store_true",
                     help="only where a CNN's DP-SGD step goes, per model and step, against SGD's (one thread)")
     args = ap.parse_args()
+    if args.rule_cost:
+        torch.set_num_threads(args.threads)
+        if args.rounds < 5:
+            ap.error("--rounds: at least 5 interleaved rounds")
+        return rule_cost(Path(args.out), rounds=args.rounds)
     if args.cnn_step:
         return cnn_step(Path(args.out), repeats=max(args.repeats, 5))
     if args.ratios:
@@ -491,6 +499,93 @@ def ratios(out: Path, *, repeats: int, save_baseline: bool) -> None:
                      f"| {'yes' if r['ratio'] >= r['target'] else 'no'} | {r.get('sgd_vs_baseline', '')} "
                      f"| {r.get('dpsgd_vs_baseline', '')} |")
     (out / "ratios.md").write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+
+
+# workload -> (K groups, M models, steps, the issue's target for rule time ÷ DP-SGD time)
+RULE_COST_PLAN = {"adult_lr": (2, 128, 60, 1.1), "mnist_mlp": (10, 8, 12, 1.3), "mnist_cnn": (10, 2, 4, 1.3)}
+RULE_COST_RULES = ("dpsgd_s", "dpsgd_s_paper", "dpsgd_s_paper_code", "dpsgd_group_fixed", "dpsgd_f", "global_adapt",
+                   "adaclip")
+
+
+def _rule_bank(X, y, g, C, model_name, *, M: int, algorithm: str, steps: int, K: int) -> float:
+    """Seconds per step of one bank of ``algorithm`` (the trainer's own timer: the steps only)."""
+    n = len(y)
+    settings = {"shares": tuple([1.0 / K] * K)} if algorithm == "dpsgd_group_fixed" else ()
+    spec = TrainSpec(algorithm=algorithm, model=model_name, epochs=steps * B / n, batch_size=B, lr=0.1, clip=1.0,
+                     target_epsilon=10.0, settings=settings)
+    bank = train_bank(X, y, g, np.ones((M, n), bool), spec, n_classes=C, n_groups=K, seed=0, progress=False)
+    return bank.seconds / bank.steps
+
+
+def rule_cost(out: Path, *, rounds: int) -> None:
+    """Each rule's seconds per step ÷ DP-SGD's on the same bank (M models, K groups drawn uniformly), ``rounds``
+    interleaved rounds after an untimed one; the ratio is the median of per-round ratios, with its range. The paper
+    rules are timed twice: with the engine's one-pass group sums and with K passes of the clipped sum (the code
+    before: ``Backend.group_sums``), in the same rounds."""
+    import subprocess
+
+    from fairdp_core.engine import backends
+
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=Path(__file__).parent, capture_output=True,
+                            text=True).stdout.strip() or None
+    env = {"threads": torch.get_num_threads(), "torch": torch.__version__, "rounds": rounds, "commit": commit,
+           "load_avg_before": round(os.getloadavg()[0], 2)}
+    arms = [(r, "one-pass") for r in RULE_COST_RULES] + [("dpsgd_s_paper", "K passes"),
+                                                          ("dpsgd_s_paper_code", "K passes")]
+    one_pass = {c: c.group_sums for c in (backends.DenseBackend, backends.LayerBackend)}
+
+    def timed(wl, data, alg, how, steps):
+        K, M, _, _ = RULE_COST_PLAN[wl]
+        X, y, g, C, model_name = data
+        for c, f in one_pass.items():
+            c.group_sums = backends.Backend.group_sums if how == "K passes" else f
+        try:
+            return _rule_bank(X, y, g, C, model_name, M=M, algorithm=alg, steps=steps, K=K)
+        finally:
+            for c, f in one_pass.items():
+                c.group_sums = f
+
+    data = {}
+    for wl, (K, _M, steps, _) in RULE_COST_PLAN.items():
+        X, y, C, model_name = workload(wl)
+        data[wl] = (X, y, np.random.default_rng(1).integers(0, K, len(y)), C, model_name)
+        for alg, how in [("dpsgd", "one-pass"), *arms]:  # untimed: allocator growth, lazy inits
+            timed(wl, data[wl], alg, how, max(2, steps // 4))
+    per: dict[tuple, list[float]] = {}
+    for rnd in range(rounds):
+        for wl, (_K, _M, steps, _) in RULE_COST_PLAN.items():
+            order = [("dpsgd", "one-pass"), *arms]
+            for alg, how in (order if rnd % 2 == 0 else order[::-1]):
+                per.setdefault((wl, alg, how), []).append(timed(wl, data[wl], alg, how, steps))
+        print(f"round {rnd + 1} of {rounds} done", flush=True)
+    env["load_avg_after"] = round(os.getloadavg()[0], 2)
+    records = []
+    for wl, (K, M, steps, target) in RULE_COST_PLAN.items():
+        base = np.array(per[(wl, "dpsgd", "one-pass")])
+        for alg, how in arms:
+            ratio = np.array(per[(wl, alg, how)]) / base
+            records.append({"workload": wl, "K": K, "n_models": M, "steps": steps, "rule": alg, "group_sums": how,
+                            "dpsgd_ms_per_step": round(1000 * float(np.median(base)), 1),
+                            "rule_ms_per_step": round(1000 * float(np.median(per[(wl, alg, how)])), 1),
+                            "ratio": round(float(np.median(ratio)), 3), "ratio_min": round(float(ratio.min()), 3),
+                            "ratio_max": round(float(ratio.max()), 3), "target": target})
+            print(json.dumps(records[-1]), flush=True)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "rule_cost.json").write_text(json.dumps({"environment": env, "records": records}, indent=1))
+    lines = [f"Each rule's time per step ÷ DP-SGD's on the same bank, measured in one run: {env['threads']} threads, "
+             f"torch {env['torch']}, commit {commit}, medians of {rounds} interleaved rounds (the ratio: the median of "
+             f"per-round ratios, with its range); load average {env['load_avg_before']} before, "
+             f"{env['load_avg_after']} after. Groups drawn uniformly; the paper rules also with K passes of the "
+             "clipped sum (the code before the one-pass group sums), in the same rounds.", "",
+             "| workload | K | M | rule | group sums | DP-SGD ms/step | rule ms/step | rule ÷ DP-SGD | range | target "
+             "| met |", "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for r in records:
+        lines.append(f"| {r['workload']} | {r['K']} | {r['n_models']} | {r['rule']} | {r['group_sums']} "
+                     f"| {r['dpsgd_ms_per_step']} | {r['rule_ms_per_step']} | {r['ratio']:.2f} "
+                     f"| {r['ratio_min']:.2f}–{r['ratio_max']:.2f} | {r['target']:.1f} "
+                     f"| {'yes' if r['ratio'] <= r['target'] else 'no'} |")
+    (out / "rule_cost.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
 
 

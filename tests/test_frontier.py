@@ -253,3 +253,17 @@ def test_the_ablation_is_read_at_its_own_point_and_judged_against_the_paper_rule
     table = frontier_table(pd.concat([df, abl], ignore_index=True))
     row = table[(table.rule == frontier.ABLATION) & (table.axis == "accuracy")].iloc[0]
     assert row.verdict == "lowers Δ at equal accuracy" and "holds" in _ablation_outcome(table, row)
+
+
+def test_the_blinded_seed_rule_reads_spreads_only():
+    """The seeds the rule asks for depend on the uncentred spread of the per-seed effects against 20% of DP-SGD's
+    Δ there: a tight spread asks for the minimum, a wide one for the cap; flipping every sign changes nothing."""
+    f = np.full(6, 1.0)  # DP-SGD's Δ at the rule's accuracy: 1 pp, so the target is 0.2 pp
+    tight, wide = np.array([0.02, -0.03, 0.01, 0.0, 0.02, -0.01]), np.array([0.5, -0.4, 0.6, -0.5, 0.4, -0.6])
+    assert frontier._seeds_asked(tight, f) == 6
+    assert frontier._seeds_asked(wide, f) == 16
+    mid = np.array([0.2, -0.15, 0.18, -0.2, 0.16, -0.17])
+    assert 6 < frontier._seeds_asked(mid, f) < 16
+    assert frontier._seeds_asked(-mid, f) == frontier._seeds_asked(mid, f)
+    row = frontier_table(_points(0.886, 50 * 0.006))
+    assert row[row.axis == "accuracy"].iloc[0].seeds_asked_cross_fit >= 6

@@ -25,6 +25,7 @@ import pandas as pd
 from scipy import stats
 from sklearn.isotonic import IsotonicRegression
 
+from .stats import seeds_for_power
 from .verdicts import ESTIMATORS, MIN_SEEDS, RULE_ORDER, _category, _mde, one_version
 
 __all__ = ["ABLATION", "AXES", "COVERAGE_GRID", "FAMILY", "LAW_E10", "LAW_E10_RULE_AT", "OUTSIDE", "cell_c0",
@@ -138,6 +139,17 @@ def _effects(dp: pd.DataFrame, arm: pd.DataFrame, seeds: list[int], est: str, ax
     return np.array(eff), np.array(at)
 
 
+def _seeds_asked(e: np.ndarray, f: np.ndarray, *, share: float = 0.2, max_seeds: int = 16) -> int:
+    """The blinded seed rule fixed before the runs (docs/frontier.md, "Seeds"): the paired seeds a t test needs for
+    80% power (α = 0.05) against ``share`` × DP-SGD's Δ at the rule's accuracy, from the uncentred spread of the
+    per-seed effects sqrt(mean e²) (blind to their sign and size); at most ``max_seeds`` (the claims runs' count)."""
+    target = share * float(np.mean(f))
+    if len(e) < 2 or not np.isfinite(target) or target <= 0:
+        return max_seeds
+    n = seeds_for_power(float(np.sqrt(np.mean(e ** 2))), target, max_seeds=max_seeds)
+    return max_seeds if n is None else n
+
+
 def _t_row(e: np.ndarray, alpha: float, k: int) -> dict:
     n = len(e)
     mean, sd = float(e.mean()), float(e.std(ddof=1)) if n > 1 else float("nan")
@@ -191,6 +203,8 @@ def frontier_table(points: pd.DataFrame, *, alpha: float = 0.05, family: int = F
                         cats[est] = "outside"
                         continue
                     t = _t_row(e, alpha, family)
+                    if axis == AXES[0]:  # the blinded seed rule (docs/frontier.md, "Seeds"): spreads only
+                        row[f"seeds_asked_{est}"] = _seeds_asked(e, f)
                     row.update({f"{k}_{est}": v for k, v in t.items() if k not in ("n", "p")})
                     row[f"p_unadj_{est}"] = t["p"]
                     row[f"p_bonf_{est}"] = min(1.0, family * t["p"]) if np.isfinite(t["p"]) else np.nan
