@@ -29,7 +29,7 @@ def _k_passes(backend, ctx, f, g, K):
     return Backend.group_sums(backend, ctx, f, g, K)
 
 
-@pytest.mark.parametrize("K", [2, 5, 10])
+@pytest.mark.parametrize("K", [2, 3, 5, 10])
 @pytest.mark.parametrize("model", ["lr", "mlp", "cnn"])
 def test_one_pass_group_sums_equal_k_passes(model, K):
     torch.manual_seed(0)

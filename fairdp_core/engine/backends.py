@@ -158,7 +158,10 @@ class DenseBackend(Backend):
 
     def group_sums(self, ctx, factors, groups, K):
         """One pass: each group's samples gathered (:func:`group_segments`), then one batched matmul per group and
-        layer over that group's samples only, so the K sums cost about one clipped sum."""
+        layer over that group's samples only, so the K sums cost about one clipped sum. With two groups the gathers
+        cost about what the second pass saves (benchmarks/rule_cost.md): K passes there, the bits of numerics 1."""
+        if K <= 2:
+            return super().group_sums(ctx, factors, groups, K)
         acts, deltas = ctx
         segs = group_segments(factors, groups, K)
         out = {}
