@@ -34,7 +34,7 @@ from .config import ConfigError, Params
 from .versions import package_versions
 
 __all__ = ["CLAIMS_ATTACKS", "NUMERICS_VERSION", "numerics_of", "part_runs", "parts", "plan_hash", "run_part",
-           "seeds_needed", "summary_path"]
+           "seeds_needed", "summary_numerics", "summary_path"]
 
 # The bits a bank is trained to: bumped whenever a change to the engine changes every trained bank's bytes
 # (tests/test_claims.py pins a small bank's hash to this version); a change that moves only some rules' bits bumps
@@ -106,19 +106,32 @@ def checkout_commit(base: Path, *, allow_dirty: bool = False) -> str:
     return head + ("+dirty" if dirty else "")
 
 
-def numerics_of(algorithm: str) -> int:
+# The models the dense backend trains, which keeps K passes for the group sums at K ≤ 2 (engine/backends.py).
+DENSE_MODELS = ("lr", "mlp")
+
+
+def numerics_of(algorithm: str, model: str | None = None, n_groups: int | None = None) -> int:
     """The numerics version of a run of ``algorithm`` trained here: the engine's :data:`NUMERICS_VERSION`, or the
-    rule's own (``Rule.numerics``) where a later change moved only that rule's bits."""
+    rule's own (``Rule.numerics``) where a later change moved only that rule's bits. The paper rules' version 2 is
+    their one-pass group sums, which the dense backend (LR, MLP) uses only with more than two groups: a run of
+    ``model`` with ``n_groups`` ≤ 2 there has the bits, and the version, of the engine."""
     from .rules import get
 
+    if model in DENSE_MODELS and n_groups is not None and n_groups <= 2:
+        return NUMERICS_VERSION
     return max(NUMERICS_VERSION, get(algorithm).numerics)
 
 
-def _existing(path: Path, plan_sha: str, numerics: int) -> dict | None:
+def summary_numerics(s: dict) -> int:
+    """The numerics version a run of summary ``s`` has when trained by this checkout."""
+    return numerics_of(s["algorithm"], s.get("model"), len(s["group_names"]) if s.get("group_names") else None)
+
+
+def _existing(path: Path, plan_sha: str) -> dict | None:
     if not path.is_file():
         return None
     s = json.loads(path.read_text())
-    return s if s.get("plan_sha256") == plan_sha and s.get("numerics") == numerics else None
+    return s if s.get("plan_sha256") == plan_sha and s.get("numerics") == summary_numerics(s) else None
 
 
 def _compact_attack(a: dict) -> dict:
@@ -158,7 +171,8 @@ def run_one(params: Params, name: str, part: str, summaries: Path, *, commit: st
     out = {
         "run": name, "part": part, "profile": params.profile, "dataset": r.dataset, "model": r.model,
         "algorithm": r.algorithm, "epsilon": r.epsilon, "seed": r.seed, "commit": commit,
-        "plan_sha256": plan_hash(plan), "numerics": numerics_of(r.algorithm), "versions": package_versions(), "plan": plan,
+        "plan_sha256": plan_hash(plan), "numerics": numerics_of(r.algorithm, r.model, len(info["group_names"])),
+        "versions": package_versions(), "plan": plan,
         "n_models": info["n_models"], "m": info["m"], "R": info["R"], "n_train": info["n_train"],
         "n_test": info["n_test"], "group_names": info["group_names"], "class_names": info["class_names"],
         "device": params.train.device or "cpu",
@@ -198,7 +212,7 @@ def run_part(params: Params, part: str, summaries: Path, *, commit: str, min_see
                 break
         for name in names:
             plan_sha = plan_hash(effective_plan(params, name))
-            s = _existing(summary_path(summaries, name), plan_sha, numerics_of(params.runs[name].algorithm))
+            s = _existing(summary_path(summaries, name), plan_sha)
             if s is None:
                 s = run_one(params, name, part, summaries, commit=commit, progress=progress)
                 w = s["wall_s"]
@@ -220,7 +234,10 @@ def verify_run(params: Params, stored: dict, work: Path, *, progress: bool = Fal
     name = stored["run"]
     if name not in params.runs:
         raise ConfigError(f"{name}: not a run of profile {params.profile!r}")
-    plan_sha, version = plan_hash(effective_plan(params, name)), numerics_of(params.runs[name].algorithm)
+    r = params.runs[name]
+    groups = stored.get("group_names")
+    plan_sha = plan_hash(effective_plan(params, name))
+    version = numerics_of(r.algorithm, r.model, len(groups) if groups else None)
     if stored.get("plan_sha256") != plan_sha or stored.get("numerics") != version:
         raise ConfigError(f"{name}: the summary's plan {stored.get('plan_sha256')} (numerics {stored.get('numerics')}) "
                           f"is not this checkout's {plan_sha} (numerics {version})")

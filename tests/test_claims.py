@@ -87,6 +87,8 @@ def test_committed_summaries_come_from_history_and_the_profile(profile, tmp_path
         if c in lost:
             assert _git_has(c) is False, f"{c} is in history: it is not lost"
             assert lost[c]["why"] and lost[c]["rerun_check"], c
+            # exactly the runs it made, no later summary stamped with it
+            assert sorted(s["run"] for s in summaries if s["commit"] == c) == lost[c]["runs"], c
             c = lost[c]["landed_as"]
         r = subprocess.run(["git", "merge-base", "--is-ancestor", c, "HEAD"], cwd=ROOT)
         assert r.returncode == 0, f"summary commit {c} is not an ancestor of HEAD"
@@ -335,7 +337,8 @@ def test_run_part_runs_seed_by_seed_until_its_target(monkeypatch, claims_params,
         r = params.runs[name]
         d = {"dpsgd": 0.0, "dpsgd_s_paper": 0.2 * (1 if r.seed % 2 else -1)}.get(r.algorithm, 0.0)
         s = {**_run(r.dataset, r.algorithm, r.seed, 1.0 + d, 1.0 + d), "run": name, "plan_sha256": "x",
-             "numerics": claims.numerics_of(r.algorithm), "wall_s": {"train": 0, "attack": 0, "total": 0}}
+             "numerics": claims.numerics_of(r.algorithm, r.model, 2), "group_names": ["a", "b"],
+             "wall_s": {"train": 0, "attack": 0, "total": 0}}
         calls.append(name)
         claims.summary_path(summaries, name).write_text(json.dumps(s))
         return s
@@ -524,3 +527,15 @@ def test_one_numerics_version_per_arm_and_cell():
     assert got == {("law", "dpsgd", 1), ("law", "dpsgd_s_paper", 2), ("adult", "dpsgd_s_paper", 1),
                    ("adult", "dpsgd", 1)}
     assert {r["numerics"] for r in one_version(runs, 1)} == {1} and len(one_version(runs, 1)) == 4
+
+
+def test_numerics_version_follows_the_code_path():
+    """The paper rules' version 2 is their one-pass group sums: an LR or MLP run with two groups keeps the dense
+    backend's K passes and the engine's version; more groups, or a CNN, get version 2; DP-SGD is the engine's."""
+    from fairdp_core.claims import NUMERICS_VERSION, numerics_of, summary_numerics
+
+    assert numerics_of("dpsgd_s_paper", "lr", 2) == numerics_of("dpsgd_s_paper_code", "mlp", 2) == NUMERICS_VERSION
+    assert numerics_of("dpsgd_s_paper", "mlp", 10) == numerics_of("dpsgd_s_paper", "cnn", 2) == 2
+    assert numerics_of("dpsgd", "mlp", 10) == numerics_of("dpsgd_s", "cnn", 10) == NUMERICS_VERSION
+    law = json.loads((SUMMARIES / "law_paper-lr-dpsgd_s_paper-e10-s0.json").read_text())
+    assert summary_numerics(law) == law["numerics"] == 1  # the committed LR runs stay current
