@@ -227,11 +227,9 @@ def run_part(params: Params, part: str, summaries: Path, *, commit: str, min_see
 NOT_REPRODUCED = ("commit", "wall_s")
 
 
-def verify_run(params: Params, stored: dict, work: Path, *, progress: bool = False) -> list[str]:
-    """Rerun the run of summary ``stored`` in this checkout (its summary written under ``work``) and return the
-    fields, other than :data:`NOT_REPRODUCED`, in which the rerun differs from ``stored`` (empty: it reproduces).
-    The summary's plan must be this checkout's plan for the run, numerics version included."""
-    name = stored["run"]
+def check_verifiable(params: Params, stored: dict) -> None:
+    """A ConfigError unless summary ``stored`` is of a run of this profile with this checkout's plan and numerics."""
+    name = stored.get("run")
     if name not in params.runs:
         raise ConfigError(f"{name}: not a run of profile {params.profile!r}")
     r = params.runs[name]
@@ -241,6 +239,14 @@ def verify_run(params: Params, stored: dict, work: Path, *, progress: bool = Fal
     if stored.get("plan_sha256") != plan_sha or stored.get("numerics") != version:
         raise ConfigError(f"{name}: the summary's plan {stored.get('plan_sha256')} (numerics {stored.get('numerics')}) "
                           f"is not this checkout's {plan_sha} (numerics {version})")
+
+
+def verify_run(params: Params, stored: dict, work: Path, *, progress: bool = False) -> list[str]:
+    """Rerun the run of summary ``stored`` in this checkout (its summary written under ``work``) and return the
+    fields, other than :data:`NOT_REPRODUCED`, in which the rerun differs from ``stored`` (empty: it reproduces).
+    The summary's plan must be this checkout's plan for the run, numerics version included."""
+    check_verifiable(params, stored)
+    name = stored["run"]
     from .atomic import jsonable
 
     again = json.loads(json.dumps(jsonable(run_one(params, name, stored["part"], work, commit=stored["commit"],
@@ -288,6 +294,8 @@ def main(argv: list[str] | None = None) -> int:
                 stored[f] = json.loads(Path(f).read_text())
             except (OSError, ValueError) as e:
                 raise ConfigError(f"{f}: not a readable summary ({e})") from None
+            check_verifiable(params, stored[f])
+        os.environ.setdefault("OMP_NUM_THREADS", "1")  # as the campaign runs
         bad = 0
         with tempfile.TemporaryDirectory() as work:
             for s in stored.values():
