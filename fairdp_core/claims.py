@@ -25,7 +25,7 @@ import json
 import os
 import subprocess
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from .atomic import write_text
@@ -33,8 +33,8 @@ from .audit.verdicts import seeds_needed
 from .config import ConfigError, Params
 from .versions import package_versions
 
-__all__ = ["CLAIMS_ATTACKS", "NUMERICS_VERSION", "numerics_of", "part_runs", "parts", "plan_hash", "run_part",
-           "seeds_needed", "summary_numerics", "summary_path"]
+__all__ = ["CLAIMS_ATTACKS", "NUMERICS_VERSION", "CampaignError", "CampaignPool", "numerics_of", "part_runs", "parts",
+           "plan_hash", "run_part", "seeds_needed", "summary_numerics", "summary_path"]
 
 # The bits a bank is trained to: bumped whenever a change to the engine changes every trained bank's bytes
 # (tests/test_claims.py pins a small bank's hash to this version); a change that moves only some rules' bits bumps
@@ -139,8 +139,18 @@ def _compact_attack(a: dict) -> dict:
     return {k: a.get(k) for k in keep}
 
 
-def run_one(params: Params, name: str, part: str, summaries: Path, *, commit: str, progress: bool = True) -> dict:
-    """Train and attack run ``name`` in this checkout's results/ and write its summary; returns the summary."""
+def _prepare(params: Params, dataset: str) -> None:
+    prepared = params.resolve(params.data.prepared_dir) / dataset
+    if not (prepared / "meta.json").is_file() and not any(prepared.glob("*")):
+        from .data.pipeline import prepare
+
+        prepare(params, dataset)
+
+
+def run_one(params: Params, name: str, part: str, summaries: Path | None, *, commit: str,
+            progress: bool = True) -> dict:
+    """Train and attack run ``name`` in this checkout's results/ and write its summary under ``summaries`` (None:
+    only return it); returns the summary."""
     from .atomic import jsonable
     from .stages.attack import run_attack
     from .stages.design import write_design
@@ -149,11 +159,7 @@ def run_one(params: Params, name: str, part: str, summaries: Path, *, commit: st
     t_all = time.perf_counter()
     plan = effective_plan(params, name)
     r = params.runs[name]
-    prepared = params.resolve(params.data.prepared_dir) / r.dataset
-    if not (prepared / "meta.json").is_file() and not any(prepared.glob("*")):
-        from .data.pipeline import prepare
-
-        prepare(params, r.dataset)
+    _prepare(params, r.dataset)
     design_path = params.resolve("results/designs") / f"{plan['train']['design']}.npz"
     # Always drawn afresh (deterministic from the seed, a second at most): the file's name holds the dataset and seed
     # only, so one left by a campaign of another R or m in this checkout would otherwise be read as this one's.
@@ -188,39 +194,166 @@ def run_one(params: Params, name: str, part: str, summaries: Path, *, commit: st
                    "overhead": round(total - tim.get("train_s", 0.0) - tim.get("signals_s", 0.0) - attack_wall, 1),
                    "total": round(total, 1)},
     }
-    write_text(summary_path(summaries, name), json.dumps(jsonable(out), indent=1) + "\n")
+    if summaries is not None:
+        write_text(summary_path(summaries, name), json.dumps(jsonable(out), indent=1) + "\n")
     return out
 
 
+def _log_line(s: dict) -> str:
+    w = s["wall_s"]
+    return (f"{s['run']}: acc {s['accuracy']['mean']:.4f}, Δ {s['attacks']['alooa_cross_fit']['delta_pp']:.3f} pp "
+            f"(in-sample {s['attacks']['alooa_in_sample']['delta_pp']:.3f}); train {w['train']} s, attack "
+            f"{w['attack']} s, total {w['total']} s")
+
+
 def run_part(params: Params, part: str, summaries: Path, *, commit: str, min_seeds: int = 6,
-             effect_share: float = 0.2, progress: bool = True, log: Callable[[str], None] = print) -> list[dict]:
+             effect_share: float = 0.2, progress: bool = True, log: Callable[[str], None] = print,
+             pool: CampaignPool | None = None) -> list[dict]:
     """Run ``part`` until it has the seeds its measured SD needs (or every seed for an SGD part); returns every
-    summary of the part."""
+    summary of the part, in seed and grid order.
+
+    The seeds run in waves: the first ``min_seeds``, then up to each new target of the blinded rule. A wave's runs
+    are independent, so ``pool`` (:class:`CampaignPool`) may run them at once; without it they run here, one after
+    the other (every arm of a seed before the next seed). The rule is re-estimated only at a wave's end, where the
+    one-at-a-time order re-estimates it too, so both take the same decisions and run the same runs."""
     by_seed = part_runs(params, part)
-    max_seeds = len(by_seed)
+    seeds = list(by_seed)
+    max_seeds = len(seeds)
     done: list[dict] = []
-    target = min(min_seeds, max_seeds)
-    for done_seeds, names in enumerate(by_seed.values()):
-        if done_seeds >= target:
-            if part.endswith("-sgd"):
-                break
-            need = seeds_needed(done, effect_share=effect_share, min_seeds=min_seeds, max_seeds=max_seeds)
-            target = need["seeds"]
-            sds = ", ".join(f"{k}: SD {v['sd_pp']:.3f} pp, {v['seeds']}" for k, v in need["detail"].items())
-            log(f"{part}: {done_seeds} seeds done; the measured spreads need {target} ({sds})")
-            if done_seeds >= target:
-                break
-        for name in names:
-            plan_sha = plan_hash(effective_plan(params, name))
-            s = _existing(summary_path(summaries, name), plan_sha)
-            if s is None:
-                s = run_one(params, name, part, summaries, commit=commit, progress=progress)
-                w = s["wall_s"]
-                log(f"{name}: acc {s['accuracy']['mean']:.4f}, Δ {s['attacks']['alooa_cross_fit']['delta_pp']:.3f} pp "
-                    f"(in-sample {s['attacks']['alooa_in_sample']['delta_pp']:.3f}); train {w['train']} s, attack "
-                    f"{w['attack']} s, total {w['total']} s")
-            done.append(s)
+    target, ran = min(min_seeds, max_seeds), 0
+    while ran < target:
+        wave = [name for seed in seeds[ran:target] for name in by_seed[seed]]
+        done += _run_wave(params, part, wave, summaries, commit=commit, progress=progress, log=log, pool=pool)
+        ran = target
+        if part.endswith("-sgd") or ran >= max_seeds:
+            break
+        need = seeds_needed(done, effect_share=effect_share, min_seeds=min_seeds, max_seeds=max_seeds)
+        target = need["seeds"]
+        sds = ", ".join(f"{k}: SD {v['sd_pp']:.3f} pp, {v['seeds']}" for k, v in need["detail"].items())
+        log(f"{part}: {ran} seeds done; the measured spreads need {target} ({sds})")
     return done
+
+
+def _run_wave(params: Params, part: str, names: list[str], summaries: Path, *, commit: str, progress: bool,
+              log: Callable[[str], None], pool: CampaignPool | None) -> list[dict]:
+    """The summaries of runs ``names`` (in that order): read back where they exist with this plan and numerics,
+    else run, here one by one or on ``pool`` (each written by this process as it arrives)."""
+    got: dict[str, dict] = {}
+    todo = []
+    for name in names:
+        s = _existing(summary_path(summaries, name), plan_hash(effective_plan(params, name)))
+        if s is None:
+            todo.append(name)
+        else:
+            got[name] = s
+    if pool is None:
+        for name in todo:
+            got[name] = run_one(params, name, part, summaries, commit=commit, progress=progress)
+            log(_log_line(got[name]))
+    elif todo:
+        from .atomic import jsonable
+
+        for r in {params.runs[n].dataset for n in todo}:  # prepared here once, never by two workers at a time
+            _prepare(params, r)
+        t0, n = time.perf_counter(), len(todo)
+        for k, (name, s) in enumerate(pool.run(params, part, todo, commit=commit), 1):
+            write_text(summary_path(summaries, name), json.dumps(jsonable(s), indent=1) + "\n")
+            got[name] = s
+            eta = (time.perf_counter() - t0) / k * (n - k)
+            log(f"{_log_line(s)} [{part}: {k} of {n} in this wave, ETA {eta / 60:.1f} min]")
+    return [got[name] for name in names]
+
+
+class CampaignError(RuntimeError):
+    """A campaign worker failed or was killed; the summaries of the runs that finished are written."""
+
+
+def _run_task(params: Params, name: str, part: str, commit: str) -> tuple[str, dict]:
+    """One whole run in a campaign worker (a loky process or a Ray task): one torch thread, the bank trained in this
+    process (no shard pool inside a worker), the summary returned to the driver, which writes it."""
+    import torch
+
+    from .atomic import jsonable
+
+    torch.set_num_threads(1)
+    if params.runs[name].model in params.compute.shard_models:
+        params = params.model_copy(update={"compute": params.compute.model_copy(update={"workers": 1})})
+    return name, json.loads(json.dumps(jsonable(run_one(params, name, part, None, commit=commit, progress=False))))
+
+
+class CampaignPool:
+    """Whole runs as independent tasks, at most ``workers`` at a time: one-thread worker processes on this machine
+    (``backend`` "loky", joblib's reusable pool), or Ray tasks of one CPU each (``backend`` "ray": a local Ray when
+    ``ray_address`` is None or "local", else the cluster at that address, whose nodes see this checkout at the same
+    path, docs/scaling.md). :meth:`run` yields each run's summary as it finishes. A failed or killed worker stops
+    new runs; the runs in flight on live workers finish and are yielded (a killed loky worker breaks the pool: its
+    runs in flight all fail), then :class:`CampaignError` names the runs that failed (the part resumes from its
+    written summaries when rerun)."""
+
+    def __init__(self, workers: int, backend: str = "loky", ray_address: str | None = None,
+                 task: Callable = _run_task) -> None:
+        if workers < 1:
+            raise ConfigError(f"--workers {workers}: need at least 1")
+        if backend not in ("loky", "ray"):
+            raise ConfigError(f"compute.backend {backend!r}: loky or ray")
+        self.workers, self.backend, self.ray_address, self.task = workers, backend, ray_address, task
+
+    def run(self, params: Params, part: str, names: list[str], *, commit: str) -> Iterator[tuple[str, dict]]:
+        calls = [(params, name, part, commit) for name in names]
+        yield from (self._ray(calls) if self.backend == "ray" else self._loky(calls))
+
+    def _loky(self, calls: list[tuple]) -> Iterator[tuple[str, dict]]:
+        from concurrent.futures import as_completed
+
+        from joblib.externals.loky import get_reusable_executor
+
+        ex = get_reusable_executor(max_workers=self.workers, reuse=True)
+        futures = {ex.submit(self.task, *c): c[1] for c in calls}
+        failed: list[tuple[str, BaseException]] = []
+        for f in as_completed(futures):
+            if f.cancelled():
+                continue
+            try:
+                got = f.result()
+            except Exception as e:  # a worker killed (TerminatedWorkerError: every run in flight fails) or a raise
+                if not failed:
+                    for g in futures:
+                        g.cancel()  # the runs not started yet; those in flight on live workers finish
+                failed.append((futures[f], e))
+                continue
+            yield got
+        if failed:
+            self._fail(failed)
+
+    def _ray(self, calls: list[tuple]) -> Iterator[tuple[str, dict]]:
+        import ray
+
+        from .engine.shard import ray_connect
+
+        ray_connect(self.ray_address, num_cpus=self.workers)
+        task = ray.remote(self.task).options(num_cpus=1, max_retries=0)
+        todo, pending, failed = list(calls), {}, []
+        while todo or pending:
+            while todo and not failed and len(pending) < self.workers:
+                c = todo.pop(0)
+                pending[task.remote(*c)] = c[1]
+            ready, _ = ray.wait(list(pending), num_returns=1)
+            for ref in ready:
+                name = pending.pop(ref)
+                try:
+                    yield ray.get(ref)
+                except Exception as e:  # a Ray worker died or the run raised
+                    failed.append((name, e))
+        if failed:
+            self._fail(failed)
+
+    def _fail(self, failed: list[tuple[str, BaseException]]) -> None:
+        e = failed[0][1]
+        lines = [ln.strip() for ln in str(e).splitlines() if ln.strip()]
+        why = " ".join(lines[:1] + [ln for ln in lines[1:] if "exit code" in ln])  # one line, the exit codes kept
+        raise CampaignError(f"{', '.join(n for n, _ in failed)}: a campaign worker failed ({type(e).__name__}: "
+                            f"{why}); the finished runs' summaries are written: run the same command again to "
+                            "resume") from e
 
 
 # What a rerun of the same plan may change in a summary: where and when it was made, and how long it took.
@@ -271,6 +404,9 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--min-seeds", type=int, default=6, help="paired seeds before the power rule decides (default 6)")
     r.add_argument("--allow-dirty", action="store_true", help="run from a checkout with uncommitted changes")
     r.add_argument("--quiet", action="store_true", help="no progress bars")
+    r.add_argument("--workers", type=int, default=1,
+                   help="runs at a time, each in a one-thread worker on compute.backend (loky: processes here; ray: "
+                        "Ray tasks, at compute.ray_address); default 1, one after the other in this process")
     v = sub.add_parser("verify", help="rerun committed summaries here and compare (all but their commit and times)")
     v.add_argument("summaries", nargs="+", help="summary files (reports/paper/<profile>/<run>.json)")
     v.add_argument("--params", default="params.yaml")
@@ -309,9 +445,14 @@ def main(argv: list[str] | None = None) -> int:
     todo = parts(params) if args.parts == ["all"] else args.parts
     for p in todo:
         part_runs(params, p)  # every name checked before any work
-    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    if args.workers < 1:
+        raise ConfigError(f"--workers {args.workers}: need at least 1")
+    os.environ.setdefault("OMP_NUM_THREADS", "1")  # before any worker starts: they inherit it
+    pool = (CampaignPool(args.workers, params.compute.backend, params.compute.ray_address)
+            if args.workers > 1 else None)
     for p in todo:
         t0 = time.perf_counter()
-        got = run_part(params, p, summaries, commit=commit, min_seeds=args.min_seeds, progress=not args.quiet)
+        got = run_part(params, p, summaries, commit=commit, min_seeds=args.min_seeds,
+                       progress=not args.quiet and pool is None, pool=pool)
         print(f"{p}: {len(got)} runs, {(time.perf_counter() - t0) / 60:.1f} min", flush=True)
     return 0

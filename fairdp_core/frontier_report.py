@@ -28,13 +28,18 @@ from .audit.verdicts import PAPER_QUOTED, RULE_ORDER
 from .claims_report import SHORT as _RULE_SHORT
 from .results import DATASET_LABELS
 
-__all__ = ["FRONTIER_DIR", "FRONTIER_MNIST_PROFILE", "FRONTIER_PROFILE", "PREDICTIONS", "frontier_cells",
+__all__ = ["FRONTIER_CLAIMS", "FRONTIER_DIR", "FRONTIER_MNIST_PROFILE", "FRONTIER_PROFILE", "FRONTIER_SOURCES",
+           "PREDICTIONS", "frontier_cells",
            "frontier_figure", "frontier_first_screen", "frontier_frame", "frontier_quoted", "frontier_section",
            "planned_points", "write_frontier_csv"]
 
 FRONTIER_DIR = "reports/paper/frontier"
 FRONTIER_PROFILE = "profiles/frontier.yaml"
-FRONTIER_MNIST_PROFILE = "profiles/frontier_mnist.yaml"  # its runs: reports/paper/frontier_mnist/ (not run yet)
+FRONTIER_MNIST_PROFILE = "profiles/frontier_mnist.yaml"
+# The frontier profiles' summaries and plans, and the claims runs that give each cell's rules and claims point:
+# the LR cells' (claims.yaml) and the MNIST MLP cell's (claims_mnist.yaml).
+FRONTIER_SOURCES = ((FRONTIER_DIR, FRONTIER_PROFILE), ("reports/paper/frontier_mnist", FRONTIER_MNIST_PROFILE))
+FRONTIER_CLAIMS = ("reports/paper/claims", "reports/paper/claims_mnist")
 # The hypothesis's sign predictions, committed in docs/frontier.md before the first frontier run (commit 294fbd8,
 # lost with its session; landed as e3cd844, reports/paper/lost_commits.json):
 # per rule and dataset, the sign of the effect at equal accuracy (cross-fitted, both ε).
@@ -61,12 +66,15 @@ def frontier_cells(profile: Path) -> list[tuple]:
     return list(dict.fromkeys((g["dataset"], g["model"], float(e)) for g in grid for e in g["epsilons"]))
 
 
-def planned_points(profile: Path, points: pd.DataFrame) -> dict:
-    """cell -> the (lr, clip) points DP-SGD must hold in a seed: the profile's, and the claims run's."""
+def planned_points(profile, points: pd.DataFrame) -> dict:
+    """cell -> the (lr, clip) points DP-SGD must hold in a seed: the profile's (``profile``: one or several), and
+    the claims run's."""
     import yaml
 
     out: dict = {}
-    for g in yaml.safe_load(Path(profile).read_text())["grid"]:
+    grids = [g for p in ([profile] if isinstance(profile, (str, Path)) else profile)
+             for g in yaml.safe_load(Path(p).read_text())["grid"]]
+    for g in grids:
         if "dpsgd" in g["algorithms"]:
             for e in g["epsilons"]:
                 out.setdefault((g["dataset"], g["model"], float(e)), set()).update(
@@ -78,8 +86,9 @@ def planned_points(profile: Path, points: pd.DataFrame) -> dict:
     return out
 
 
-def frontier_frame(frontier_dir: Path, claims_dir: Path, profile: Path) -> tuple[pd.DataFrame, pd.DataFrame, dict]:
-    """The runs (frontier and claims), the equal-accuracy table and the planned points, read and computed once."""
+def frontier_frame(frontier_dir, claims_dir, profile) -> tuple[pd.DataFrame, pd.DataFrame, dict]:
+    """The runs (frontier and claims), the equal-accuracy table and the planned points, read and computed once
+    (each argument: a path, or several)."""
     points = load_points(frontier_dir, claims_dir)
     planned = planned_points(profile, points)
     return points, frontier_table(points, planned=planned), planned

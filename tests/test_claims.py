@@ -539,3 +539,130 @@ def test_numerics_version_follows_the_code_path():
     assert numerics_of("dpsgd", "mlp", 10) == numerics_of("dpsgd_s", "cnn", 10) == NUMERICS_VERSION
     law = json.loads((SUMMARIES / "law_paper-lr-dpsgd_s_paper-e10-s0.json").read_text())
     assert summary_numerics(law) == law["numerics"] == 1  # the committed LR runs stay current
+
+
+def _stub_summary(params, name: str) -> dict:
+    """A run's summary without training: Δ of the paper rule ±0.2 pp around DP-SGD's by seed parity (as in
+    test_run_part_runs_seed_by_seed_until_its_target), so the blinded rule asks 10 seeds."""
+    import fairdp_core.claims as claims
+
+    r = params.runs[name]
+    d = {"dpsgd": 0.0, "dpsgd_s_paper": 0.2 * (1 if r.seed % 2 else -1)}.get(r.algorithm, 0.0)
+    return {**_run(r.dataset, r.algorithm, r.seed, 1.0 + d, 1.0 + d), "run": name, "plan_sha256": "x",
+            "numerics": claims.numerics_of(r.algorithm, r.model, 2), "group_names": ["a", "b"],
+            "wall_s": {"train": 0, "attack": 0, "total": 0}}
+
+
+def _stub_task(params, name, part, commit):
+    """A campaign worker's task without training (module level: loky workers import it)."""
+    import os
+    import signal
+    import time
+
+    if (params.base_dir / f"kill-{name}").exists():  # a file, not the environment: loky's workers outlive a test
+        os.kill(os.getpid(), signal.SIGKILL)  # a worker killed mid-run
+    time.sleep(0.05)
+    return name, {**_stub_summary(params, name), "commit": commit}
+
+
+def test_a_parallel_campaign_takes_the_sequential_decisions(monkeypatch, claims_params, tmp_path):
+    """Two loky workers: the same waves (6 seeds, then the blinded target of 10), the same summaries in the same
+    order as one after the other; nothing is rerun."""
+    import fairdp_core.claims as claims
+
+    monkeypatch.setattr(claims, "plan_hash", lambda plan: "x")
+    monkeypatch.setattr(claims, "_prepare", lambda params, ds: None)
+
+    def one_by_one(params, name, part, summaries, *, commit, progress=True):
+        s = {**_stub_summary(params, name), "commit": commit}
+        claims.summary_path(summaries, name).write_text(json.dumps(s))
+        return s
+
+    monkeypatch.setattr(claims, "run_one", one_by_one)
+    (tmp_path / "seq").mkdir()
+    seq = claims.run_part(claims_params, "law_paper-lr-e10", tmp_path / "seq", commit="c", log=lambda m: None)
+
+    lines: list[str] = []
+    pool = claims.CampaignPool(2, "loky", task=_stub_task)
+    par = claims.run_part(claims_params, "law_paper-lr-e10", tmp_path / "par", commit="c", log=lines.append,
+                          pool=pool)
+    assert [s["run"] for s in par] == [s["run"] for s in seq] and len(par) == 40
+    assert par == seq
+    assert sorted(f.name for f in (tmp_path / "par").iterdir()) == sorted(f.name for f in (tmp_path / "seq").iterdir())
+    assert sum("ETA" in m for m in lines) == 40 and "of 24 in this wave" in lines[0]  # 6 seeds x 4 arms first
+    assert any("6 seeds done; the measured spreads need 10" in m for m in lines)
+    lines.clear()
+    assert claims.run_part(claims_params, "law_paper-lr-e10", tmp_path / "par", commit="c", log=lines.append,
+                           pool=pool) == seq
+    assert not any("ETA" in m for m in lines)  # every run read back
+
+
+def test_a_killed_worker_leaves_no_summary_and_a_rerun_finishes(monkeypatch, claims_params, tmp_path):
+    """kill -9 of the worker running one run: CampaignError names the run, no summary of it exists, the runs that
+    finished before are written; the same command again runs only what is missing."""
+    import fairdp_core.claims as claims
+
+    monkeypatch.setattr(claims, "plan_hash", lambda plan: "x")
+    monkeypatch.setattr(claims, "_prepare", lambda params, ds: None)
+    victim = "law_paper-lr-dpsgd_s_paper-e10-s3"
+    kill = claims_params.base_dir / f"kill-{victim}"
+    kill.touch()
+    pool = claims.CampaignPool(2, "loky", task=_stub_task)
+    with pytest.raises(claims.CampaignError, match=rf"{victim}.*: a campaign worker failed .*SIGKILL.*run the same command"):
+        claims.run_part(claims_params, "law_paper-lr-e10", tmp_path, commit="c", log=lambda m: None, pool=pool)
+    written = {f.stem for f in tmp_path.glob("*.json")}
+    assert victim not in written and not list(tmp_path.glob(".*"))  # no summary, no temporary
+    kill.unlink()
+    lines: list[str] = []
+    got = claims.run_part(claims_params, "law_paper-lr-e10", tmp_path, commit="c", log=lines.append,
+                          pool=claims.CampaignPool(2, "loky", task=_stub_task))
+    assert len(got) == 40 and victim in {s["run"] for s in got}
+    assert sum("ETA" in m for m in lines) == 40 - len(written)  # only the missing runs ran
+
+
+def _law_smoke_part(tmp_path_factory, pool) -> dict[str, dict]:
+    import fairdp_core.claims as claims
+
+    p = _profile_params(tmp_path_factory, "smoke")
+    out = p.base_dir / "summaries"
+    claims.run_part(p, "law-lr-e10", out, commit="c", progress=False, log=lambda m: None, pool=pool)
+    return {f.name: json.loads(f.read_text()) for f in sorted(out.glob("*.json"))}
+
+
+@pytest.fixture(scope="module")
+def law_smoke_sequential(mirror, tmp_path_factory):
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("FAIRDP_DATA_MIRROR", str(mirror))
+        return _law_smoke_part(tmp_path_factory, None)
+
+
+def _assert_same_summaries(par: dict, seq: dict) -> None:
+    assert sorted(seq) == ["law-lr-dpsgd-e10-s0.json", "law-lr-dpsgd_s-e10-s0.json"] and sorted(par) == sorted(seq)
+    for f, s in seq.items():
+        a, b = dict(par[f]), dict(s)
+        assert a.pop("wall_s").keys() == b.pop("wall_s").keys()
+        assert a == b, f  # every other field, floats exactly
+
+
+def test_parallel_summaries_equal_the_sequential_runs(law_smoke_sequential, mirror, tmp_path_factory, monkeypatch):
+    """Real training and attacks (the smoke profile's Law LR part, DP-SGD and DP-SGD-S): the summaries two loky
+    workers write are the ones a run in this process writes, field for field but for the wall times."""
+    import fairdp_core.claims as claims
+
+    monkeypatch.setenv("FAIRDP_DATA_MIRROR", str(mirror))
+    _assert_same_summaries(_law_smoke_part(tmp_path_factory, claims.CampaignPool(2, "loky")), law_smoke_sequential)
+
+
+@pytest.mark.slow
+def test_ray_campaign_summaries_equal_the_sequential_runs(law_smoke_sequential, mirror, tmp_path_factory,
+                                                          monkeypatch):
+    """The same part as Ray tasks on a local Ray (2 CPUs, started by the pool): the same summaries."""
+    import ray
+
+    import fairdp_core.claims as claims
+
+    monkeypatch.setenv("FAIRDP_DATA_MIRROR", str(mirror))
+    try:
+        _assert_same_summaries(_law_smoke_part(tmp_path_factory, claims.CampaignPool(2, "ray")), law_smoke_sequential)
+    finally:
+        ray.shutdown()

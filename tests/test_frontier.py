@@ -210,18 +210,19 @@ def test_committed_frontier_table_recomputes_from_the_committed_summaries(tmp_pa
     from pathlib import Path
 
     from fairdp_core.audit.frontier import load_points
-    from fairdp_core.frontier_report import planned_points
+    from fairdp_core.frontier_report import FRONTIER_CLAIMS, FRONTIER_SOURCES, planned_points
 
     root = Path(__file__).resolve().parents[1]
-    tracked = subprocess.run(["git", "ls-files", "reports/paper/frontier", "reports/paper/claims"], cwd=root,
+    dirs = [d for d, _ in FRONTIER_SOURCES]
+    tracked = subprocess.run(["git", "ls-files", *dirs, *FRONTIER_CLAIMS], cwd=root,
                              capture_output=True, text=True, check=True).stdout.split()
     for p in tracked:
         if p.endswith(".json"):
             (tmp_path / Path(p).parent).mkdir(parents=True, exist_ok=True)
             shutil.copy(root / p, tmp_path / p)
     assert any(p.startswith("reports/paper/frontier/") for p in tracked), "no frontier summary is committed"
-    pts = load_points(tmp_path / "reports/paper/frontier", tmp_path / "reports/paper/claims")
-    got = frontier_table(pts, planned=planned_points(root / "profiles" / "frontier.yaml", pts))
+    pts = load_points([tmp_path / d for d in dirs], [tmp_path / d for d in FRONTIER_CLAIMS])
+    got = frontier_table(pts, planned=planned_points([root / p for _, p in FRONTIER_SOURCES], pts))
     want = pd.read_csv(root / "reports" / "frontier_table.csv")
     assert list(got.columns) == list(want.columns) and len(got) == len(want)
     for col in want.columns:

@@ -58,16 +58,22 @@ def frontier_at(acc: np.ndarray, delta: np.ndarray, at: float | np.ndarray) -> n
     return iso.predict(at)
 
 
-def load_points(frontier_dir: str | Path, claims_dir: str | Path, *, numerics: int | None = None) -> pd.DataFrame:
-    """One row per run: the frontier profile's summaries, and the claims runs of the same cells, algorithms and
-    seeds (their operating point read from the plan). Columns: dataset, model, epsilon, algorithm, lr, clip, seed,
-    source, accuracy, balanced, delta_<estimator>, null_floor_<estimator>, clipping (per group), gpr, group_names."""
+def _summaries(dirs) -> list[dict]:
+    dirs = [dirs] if isinstance(dirs, (str, Path)) else list(dirs)
+    return [json.loads(p.read_text()) for d in dirs for p in sorted(Path(d).glob("*.json"))]
+
+
+def load_points(frontier_dir, claims_dir, *, numerics: int | None = None) -> pd.DataFrame:
+    """One row per run: the frontier profiles' summaries (``frontier_dir``: a directory or several), and the claims
+    runs (``claims_dir``: one or several) of the same cells, algorithms and seeds (their operating point read from
+    the plan). Columns: dataset, model, epsilon, algorithm, lr, clip, seed, source, accuracy, balanced,
+    delta_<estimator>, null_floor_<estimator>, clipping (per group), gpr, group_names."""
     rows = []
-    front = [json.loads(p.read_text()) for p in sorted(Path(frontier_dir).glob("*.json"))]
+    front = _summaries(frontier_dir)
     if not front:
         return pd.DataFrame()
     cells = {(s["dataset"], s["model"], float(s["epsilon"])) for s in front}
-    claims = [s for s in (json.loads(p.read_text()) for p in sorted(Path(claims_dir).glob("*.json")))
+    claims = [s for s in _summaries(claims_dir)
               if s["algorithm"] != "sgd" and (s["dataset"], s["model"], float(s["epsilon"])) in cells]
     # one numerics version per arm and cell, over both sources together (the rule's claims point and its frontier
     # points are one arm)

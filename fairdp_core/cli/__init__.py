@@ -82,9 +82,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return args.func(args)
     except Exception as e:  # configuration and data errors: one line naming the problem; anything else raises
+        from ..claims import CampaignError
         from ..data.sources import DataSourceError
 
-        if not isinstance(e, (ConfigError, KeyError, ValueError, FileNotFoundError, DataSourceError)):
+        if not isinstance(e, (ConfigError, KeyError, ValueError, FileNotFoundError, DataSourceError, CampaignError)):
             raise
         msg = e.args[0] if isinstance(e, KeyError) and e.args else str(e)
         print(f"fairdp {args.command}: error: {msg}", file=sys.stderr)

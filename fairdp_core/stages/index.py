@@ -29,9 +29,8 @@ def write_index(params):
         write_claims_csv,
     )
     from ..frontier_report import (
-        FRONTIER_DIR,
-        FRONTIER_MNIST_PROFILE,
-        FRONTIER_PROFILE,
+        FRONTIER_CLAIMS,
+        FRONTIER_SOURCES,
         frontier_cells,
         frontier_figure,
         frontier_first_screen,
@@ -45,9 +44,10 @@ def write_index(params):
     claims_dir = [params.resolve(d) for d, _ in CLAIMS_SOURCES]
     profile = [params.resolve(p) for _, p in CLAIMS_SOURCES]
     frame = claims_frame(claims_dir, profile)  # read and computed once for the three renderings
-    points, table, planned = frontier_frame(params.resolve(FRONTIER_DIR), params.resolve(CLAIMS_SOURCES[0][0]),
-                                            params.resolve(FRONTIER_PROFILE))
-    cells = [c for prof in (FRONTIER_PROFILE, FRONTIER_MNIST_PROFILE) for c in frontier_cells(params.resolve(prof))]
+    points, table, planned = frontier_frame([params.resolve(d) for d, _ in FRONTIER_SOURCES],
+                                            [params.resolve(d) for d in FRONTIER_CLAIMS],
+                                            [params.resolve(p) for _, p in FRONTIER_SOURCES])
+    cells = [c for _, prof in FRONTIER_SOURCES for c in frontier_cells(params.resolve(prof))]
     figures = params.resolve("reports/figures") / "index"
     # the index first: it fails (before writing anything) when a run's results are missing
     quoted = {c: "not run yet" for c in cells} | frontier_quoted(table)  # the rest: "not planned"
