@@ -76,3 +76,11 @@ def test_a_hint_that_fails_on_its_own_settles_nothing(toy):
 def test_a_hung_run_is_not_caught(toy, monkeypatch):
     monkeypatch.setattr(pb, "_run_suite", lambda work, files=None: (pb.TIMEOUT, "timed out after 900 s", []))
     assert pb._try(toy, BROKEN, {})[0] == "TIMEOUT"
+
+
+def test_every_breakage_still_applies_to_the_code():
+    """Each breakage's text occurs exactly once in its file: an edit of the guarded code that moves it makes the
+    breakage STALE, which `make breakages` (CI) reports as a failure; this says so in `make test`, in a second."""
+    stale = [f"{b.name}: {(pb.ROOT / b.path).read_text().count(b.old)} matches in {b.path}" for b in pb.BREAKAGES
+             if (pb.ROOT / b.path).read_text().count(b.old) != 1]
+    assert not stale, stale
