@@ -4,6 +4,7 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.fairdp-installed
+PATH_STAMP := $(VENV)/.fairdp-path
 # torch first, pinned, so that pip takes the CPU build rather than a multi-GB CUDA one; override as you need,
 # e.g. `make test TORCH_SPEC=torch` on a GPU machine.
 TORCH_SPEC ?= torch==2.13.0
@@ -24,7 +25,7 @@ export MKL_CBWR ?= COMPATIBLE
 SYNTH_VENV := .venv-synth
 SYNTH_STAMP := $(SYNTH_VENV)/.fairdp-installed
 
-install: $(STAMP)
+install: $(PATH_STAMP)
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -33,12 +34,19 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install -q -e ".[dev]"
 	touch $(STAMP)
 
+# The venv's bin first on PATH in every process its python starts, as an activated venv has it: `.venv/bin/dvc
+# repro` from a shell whose PATH lacks the venv then runs the stage commands' `python` from the venv, and
+# `.venv/bin/fairdp exp run` finds the venv's dvc (fairdp_core/venv_path.pth, copied into its site-packages).
+$(PATH_STAMP): $(STAMP) fairdp_core/venv_path.pth
+	cp fairdp_core/venv_path.pth "$$($(BIN)/python -c 'import site; print(site.getsitepackages()[0])')/fairdp-venv-path.pth"
+	touch $(PATH_STAMP)
+
 # `make test`: the fast suite (a few minutes); `make test-slow`: the long statistical and end-to-end tests (marked
 # `slow`). CI runs both.
-test: $(STAMP)
+test: $(PATH_STAMP)
 	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/python -m pytest -m "not slow" $(PYTEST_ARGS)
 
-test-slow: $(STAMP)
+test-slow: $(PATH_STAMP)
 	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/python -m pytest -m slow $(PYTEST_ARGS)
 
 synth-venv: $(SYNTH_STAMP)
@@ -54,7 +62,7 @@ $(SYNTH_STAMP):
 # results, reports and dvc.lock (fairdp_core/profile_dir.py): the committed study is never overwritten. IN_PLACE=1
 # runs it in this checkout instead (CI does, in a throwaway copy).
 OWN_DIR := $(if $(IN_PLACE),,$(filter-out default,$(PROFILE)))
-repro: $(STAMP) $(SYNTH_STAMP)
+repro: $(PATH_STAMP) $(SYNTH_STAMP)
 ifneq ($(OWN_DIR),)
 	$(BIN)/python -m fairdp_core.profile_dir $(PROFILE)
 	$(MAKE) -C profile-runs/$(PROFILE) repro IN_PLACE=1

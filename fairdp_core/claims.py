@@ -453,6 +453,6 @@ def main(argv: list[str] | None = None) -> int:
     for p in todo:
         t0 = time.perf_counter()
         got = run_part(params, p, summaries, commit=commit, min_seeds=args.min_seeds,
-                       progress=not args.quiet and pool is None, pool=pool)
+                       progress=not args.quiet and pool is None, pool=pool, log=lambda m: print(m, flush=True))
         print(f"{p}: {len(got)} runs, {(time.perf_counter() - t0) / 60:.1f} min", flush=True)
     return 0

@@ -73,3 +73,32 @@ def test_exp_run_queue_restores_params_and_passes_dvc_options(workspace):
     # the second experiment starts from the restored workspace: the first one's grid change is gone
     assert "adult-lr-sgd-s2" not in second["runs"] and yaml.safe_load(second["params"])["train"]["lr"] == 0.4
     assert {f: (workspace / f).read_text() for f in before} == before
+
+
+def test_a_failed_experiment_restores_params_byte_for_byte(workspace):
+    """dvc exits 1: params.yaml (its comments included) and runs.yaml are restored byte for byte."""
+    before = {f: (workspace / f).read_bytes() for f in ("params.yaml", "runs.yaml")}
+    (workspace / "bin" / "dvc").write_text(FAKE_DVC.format(python=sys.executable) + "sys.exit(1)\n")
+    assert cli_main(["exp", "run", "-S", "grid.0.seeds=3", "-S", "train.lr=0.3", "-n", "fails"]) == 1
+    (call,) = _calls(workspace)
+    assert yaml.safe_load(call["params"])["train"]["lr"] == 0.3  # dvc saw the experiment's params
+    assert {f: (workspace / f).read_bytes() for f in before} == before
+
+
+def test_dvc_is_found_beside_python_or_named_before_any_edit(workspace, monkeypatch, capsys):
+    """Without dvc on PATH, the one beside this Python (the venv's) runs; with none anywhere, one line naming dvc,
+    and params.yaml untouched."""
+    from fairdp_core.cli.params import dvc_executable
+
+    venv_bin = workspace / "venv-bin"
+    venv_bin.mkdir()
+    (workspace / "bin" / "dvc").rename(venv_bin / "dvc")
+    monkeypatch.setattr(sys, "executable", str(venv_bin / "python"))
+    monkeypatch.setenv("PATH", "/nonexistent")
+    assert dvc_executable() == str(venv_bin / "dvc")
+    assert cli_main(["exp", "run", "-S", "train.lr=0.2", "-n", "x"]) == 0 and len(_calls(workspace)) == 1
+    (venv_bin / "dvc").unlink()
+    before = (workspace / "params.yaml").read_bytes()
+    assert cli_main(["exp", "run", "-S", "train.lr=0.3", "-n", "y"]) == 2
+    assert "dvc: not found" in capsys.readouterr().err
+    assert (workspace / "params.yaml").read_bytes() == before

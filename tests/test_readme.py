@@ -95,3 +95,24 @@ def test_the_link_checker_sees_links(tmp_path):
     assert broken_links(md, root=tmp_path) == ["docs/page.md: link (missing-page.md)",
                                                "docs/page.md: link (../../elsewhere.md)",
                                                "docs/page.md: `docs/missing.md`"]
+
+
+def test_venv_dvc_runs_stage_commands_with_the_venvs_python(tmp_path):
+    """`.venv/bin/dvc repro` from a shell whose PATH lacks the venv (docs/pipeline.md prints such commands): the
+    stage command's `python` is the venv's (the .pth `make install` puts in its site-packages), so a stage that
+    imports pandas runs."""
+    import subprocess
+    import sys
+
+    venv_bin = Path(sys.executable).parent
+    assert (venv_bin / "dvc").is_file(), "no dvc beside this Python: run the tests with `make test`"
+    pth = list(Path(sys.prefix).glob("lib/python*/site-packages/fairdp-venv-path.pth"))
+    assert pth, "fairdp-venv-path.pth is not installed in this venv: `make install` (or `make test`) puts it there"
+    (tmp_path / "dvc.yaml").write_text(
+        "stages:\n  s:\n    cmd: python -c \"import pandas, sys, pathlib; pathlib.Path('out.txt').write_text(sys.prefix)\"\n"
+        "    outs:\n      - out.txt\n")
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "DVC_NO_ANALYTICS": "1"}
+    subprocess.run([str(venv_bin / "dvc"), "init", "--no-scm", "-q"], cwd=tmp_path, env=env, check=True)
+    r = subprocess.run([str(venv_bin / "dvc"), "repro", "-q"], cwd=tmp_path, env=env, capture_output=True, text=True)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert Path((tmp_path / "out.txt").read_text()).resolve() == Path(sys.prefix).resolve()

@@ -108,23 +108,39 @@ def set_params(path: str | os.PathLike, assignments: list[str]) -> None:
     write_generated(path, head=buf.getvalue())
 
 
+def dvc_executable() -> str:
+    """The ``dvc`` on PATH, else the one beside this Python (the venv's, when the caller's PATH lacks the venv)."""
+    import shutil
+    import sys
+
+    here = Path(sys.executable).with_name("dvc")
+    found = shutil.which("dvc") or (str(here) if here.is_file() else None)
+    if found is None:
+        raise ConfigError(f"dvc: not found beside {sys.executable} or on PATH (`make install` installs it into .venv)")
+    return found
+
+
 def exp_run(assignments: list[str], *, queue: bool = False, name: str | None = None, params: str = "params.yaml",
             dvc_args: list[str] | None = None) -> int:
     """``dvc exp run`` with ``-S`` that also works for ``grid`` and ``sweep`` keys: apply the assignments, regenerate
-    the runs, then run (or ``--queue``) the experiment from the workspace. With ``--queue`` the workspace's
-    params.yaml is restored afterwards, so that several experiments can be queued one after another."""
+    the runs, then run (or ``--queue``) the experiment from the workspace. params.yaml and the generated runs are
+    restored byte for byte when the experiment fails (or is interrupted), and with ``--queue`` always, so that
+    several experiments can be queued one after another."""
     import subprocess
 
+    dvc = dvc_executable()  # before any edit
     path = Path(params)
     gen_path = generated_path(path)
     original = path.read_text()
     original_gen = gen_path.read_text() if gen_path.is_file() else None
-    set_params(path, assignments)
-    cmd = ["dvc", "exp", "run", *(["--queue"] if queue else []), *(["-n", name] if name else []), *(dvc_args or [])]
+    cmd = [dvc, "exp", "run", *(["--queue"] if queue else []), *(["-n", name] if name else []), *(dvc_args or [])]
+    rc = 1
     try:
-        return subprocess.run(cmd).returncode
+        set_params(path, assignments)
+        rc = subprocess.run(cmd).returncode
+        return rc
     finally:
-        if queue:
+        if queue or rc != 0:
             with atomic_path(path, suffix=".yaml") as tmp:
                 tmp.write_text(original)
             if original_gen is not None:
@@ -206,7 +222,7 @@ def _cmd_exp(args: argparse.Namespace) -> int:
 
         if args.set or args.queue or args.name:
             raise ConfigError("fairdp exp show: -S, --queue and -n belong to `fairdp exp run`")
-        return subprocess.run(["dvc", "exp", "show", "--drop", EXP_SHOW_DROP, *args.extra]).returncode
+        return subprocess.run([dvc_executable(), "exp", "show", "--drop", EXP_SHOW_DROP, *args.extra]).returncode
     return exp_run(args.set or [], queue=args.queue, name=args.name, params=args.params, dvc_args=args.extra)
 
 
