@@ -407,6 +407,12 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--workers", type=int, default=1,
                    help="runs at a time, each in a one-thread worker on compute.backend (loky: processes here; ray: "
                         "Ray tasks, at compute.ray_address); default 1, one after the other in this process")
+    o = sub.add_parser("runs", help="run these runs of the profile (no seed rule), e.g. at a new numerics version")
+    o.add_argument("names", nargs="+", help="run names (`fairdp grid` lists them)")
+    o.add_argument("--params", default="params.yaml")
+    o.add_argument("--summaries", required=True, help="where their summaries go")
+    o.add_argument("--workers", type=int, default=1, help="runs at a time (as for `run`)")
+    o.add_argument("--allow-dirty", action="store_true", help="run from a checkout with uncommitted changes")
     v = sub.add_parser("verify", help="rerun committed summaries here and compare (all but their commit and times)")
     v.add_argument("summaries", nargs="+", help="summary files (reports/paper/<profile>/<run>.json)")
     v.add_argument("--params", default="params.yaml")
@@ -440,16 +446,27 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"{s['run']}: " + (f"DIFFERS in {', '.join(diff)}" if diff else
                                          f"reproduces (every field but {' and '.join(NOT_REPRODUCED)})"), flush=True)
         return 1 if bad else 0
-    commit = checkout_commit(params.base_dir, allow_dirty=args.allow_dirty)
-    summaries = Path(args.summaries) if args.summaries else params.resolve(f"reports/paper/{params.profile}")
-    todo = parts(params) if args.parts == ["all"] else args.parts
-    for p in todo:
-        part_runs(params, p)  # every name checked before any work
     if args.workers < 1:
         raise ConfigError(f"--workers {args.workers}: need at least 1")
+    unknown = [n for n in args.names if n not in params.runs] if args.action == "runs" else []
+    if unknown:  # every name checked before any work
+        raise ConfigError(f"{', '.join(unknown)}: not runs of profile {params.profile!r}")
+    todo = [] if args.action == "runs" else parts(params) if args.parts == ["all"] else args.parts
+    for p in todo:
+        part_runs(params, p)
+    commit = checkout_commit(params.base_dir, allow_dirty=args.allow_dirty)
+    summaries = Path(args.summaries) if args.summaries else params.resolve(f"reports/paper/{params.profile}")
     os.environ.setdefault("OMP_NUM_THREADS", "1")  # before any worker starts: they inherit it
     pool = (CampaignPool(args.workers, params.compute.backend, params.compute.ray_address)
             if args.workers > 1 else None)
+    if args.action == "runs":
+        by_part: dict[str, list[str]] = {}
+        for n in args.names:
+            by_part.setdefault(_part_of(params.runs[n].model_dump()), []).append(n)
+        for part, names in by_part.items():
+            _run_wave(params, part, names, summaries, commit=commit, progress=pool is None, pool=pool,
+                      log=lambda m: print(m, flush=True))
+        return 0
     for p in todo:
         t0 = time.perf_counter()
         got = run_part(params, p, summaries, commit=commit, min_seeds=args.min_seeds,

@@ -666,3 +666,16 @@ def test_ray_campaign_summaries_equal_the_sequential_runs(law_smoke_sequential, 
         _assert_same_summaries(_law_smoke_part(tmp_path_factory, claims.CampaignPool(2, "ray")), law_smoke_sequential)
     finally:
         ray.shutdown()
+
+
+def test_claims_runs_names_an_unknown_run_before_any_work(claims_params, tmp_path):
+    """`fairdp claims runs NAME...`: a name the profile does not hold is one error naming it, before the checkout's
+    commit is even read (the test's profile is not a git checkout) and before any run."""
+    import fairdp_core.claims as claims
+    from fairdp_core.config import ConfigError
+
+    params = claims_params.base_dir / "params.yaml"
+    with pytest.raises(ConfigError, match=r"law_paper-lr-dpsgd-e10-s99: not runs of profile 'claims'"):
+        claims.main(["runs", "law_paper-lr-dpsgd-e10-s0", "law_paper-lr-dpsgd-e10-s99", "--params", str(params),
+                     "--summaries", str(tmp_path)])
+    assert not list(tmp_path.iterdir())
