@@ -33,8 +33,8 @@ from .audit.verdicts import seeds_needed
 from .config import ConfigError, Params
 from .versions import package_versions
 
-__all__ = ["CLAIMS_ATTACKS", "NUMERICS_VERSION", "CampaignError", "CampaignPool", "numerics_of", "part_runs", "parts",
-           "plan_hash", "run_part", "seeds_needed", "summary_numerics", "summary_path"]
+__all__ = ["CLAIMS_ATTACKS", "NUMERICS_VERSION", "CampaignError", "CampaignPool", "numerics_of", "numerics_shift",
+           "part_runs", "parts", "plan_hash", "run_part", "seeds_needed", "summary_numerics", "summary_path"]
 
 # The bits a bank is trained to: bumped whenever a change to the engine changes every trained bank's bytes
 # (tests/test_claims.py pins a small bank's hash to this version); a change that moves only some rules' bits bumps
@@ -388,6 +388,39 @@ def verify_run(params: Params, stored: dict, work: Path, *, progress: bool = Fal
     return sorted(k for k in keys if stored.get(k) != again.get(k))
 
 
+def numerics_shift(old: list[dict], new: list[dict], *, alpha: float = 0.05) -> list[dict]:
+    """What a numerics version bump moves: per algorithm of ``new``, the per-seed difference new − old (the same
+    run name, seed and plan at two numerics versions) of each estimator's Δ and of accuracy, with its mean and
+    two-sided t interval at ``alpha`` over the paired seeds. A bump that moves no result beyond chance has
+    intervals that hold 0."""
+    import numpy as np
+    from scipy import stats
+
+    from .audit.verdicts import ESTIMATORS
+
+    by_run = {s["run"]: s for s in old}
+    quantities = {f"Δ {est.replace('_', '-')} (pp)": (lambda s, a=attack: s["attacks"][a]["delta_pp"])
+                  for est, attack in ESTIMATORS.items()}
+    quantities["accuracy (pp)"] = lambda s: 100 * s["accuracy"]["mean"]
+    rows = []
+    for alg in sorted({s["algorithm"] for s in new}):
+        pairs = [(by_run[s["run"]], s) for s in sorted(new, key=lambda s: s["seed"])
+                 if s["algorithm"] == alg and s["run"] in by_run]
+        for o, n in pairs:
+            if o["plan_sha256"] != n["plan_sha256"] or o["numerics"] == n["numerics"]:
+                raise ValueError(f"{n['run']}: not the same plan at two numerics versions")
+        for label, get in quantities.items():
+            d = np.array([get(n) - get(o) for o, n in pairs], dtype=float)
+            k = len(d)
+            mean = float(d.mean()) if k else float("nan")
+            half = float(stats.t.ppf(1 - alpha / 2, k - 1) * d.std(ddof=1) / np.sqrt(k)) if k > 1 else float("nan")
+            rows.append({"algorithm": alg, "quantity": label, "seeds": k,
+                         "versions": f"{pairs[0][0]['numerics']} → {pairs[0][1]['numerics']}" if pairs else "",
+                         "mean": mean, "lo": mean - half, "hi": mean + half,
+                         "holds_zero": bool(k > 1 and mean - half <= 0 <= mean + half)})
+    return rows
+
+
 def main(argv: list[str] | None = None) -> int:
     import argparse
 
@@ -416,9 +449,21 @@ def main(argv: list[str] | None = None) -> int:
     v = sub.add_parser("verify", help="rerun committed summaries here and compare (all but their commit and times)")
     v.add_argument("summaries", nargs="+", help="summary files (reports/paper/<profile>/<run>.json)")
     v.add_argument("--params", default="params.yaml")
+    ns = sub.add_parser("numerics-shift", help="new − old of Δ and accuracy, per seed, for runs at two numerics "
+                        "versions (the same run names in two directories)")
+    ns.add_argument("old", help="directory of the summaries at the old version")
+    ns.add_argument("new", help="directory of the same runs at the new version")
     ls = sub.add_parser("parts", help="list the profile's parts")
     ls.add_argument("--params", default="params.yaml")
     args = ap.parse_args(argv)
+    if args.action == "numerics-shift":
+        read = [[json.loads(f.read_text()) for f in sorted(Path(d).glob("*.json"))] for d in (args.old, args.new)]
+        print("| algorithm | quantity | versions | seeds | new − old | 95% t interval | holds 0 |")
+        print("|---|---|---|---|---|---|---|")
+        for r in numerics_shift(*read):
+            print(f"| {r['algorithm']} | {r['quantity']} | {r['versions']} | {r['seeds']} | {r['mean']:+.3f} | "
+                  f"[{r['lo']:+.3f}, {r['hi']:+.3f}] | {'yes' if r['holds_zero'] else 'NO'} |")
+        return 0
     params = load_params(args.params)
     if not params.profile.startswith(CAMPAIGN_PREFIX):
         raise ConfigError(f"{args.params}: profile {params.profile!r}; the campaign runs the profiles named "

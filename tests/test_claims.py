@@ -679,3 +679,30 @@ def test_claims_runs_names_an_unknown_run_before_any_work(claims_params, tmp_pat
         claims.main(["runs", "law_paper-lr-dpsgd-e10-s0", "law_paper-lr-dpsgd-e10-s99", "--params", str(params),
                      "--summaries", str(tmp_path)])
     assert not list(tmp_path.iterdir())
+
+
+def test_numerics_shift_by_hand():
+    """new − old per seed, its mean and t interval, by hand: differences 0.1, -0.1, 0.3 (mean 0.1, SD 0.2, 3 seeds:
+    half-width t(0.975, 2) · 0.2 / √3 = 0.4968); an arm that moved by 1 pp on every seed does not hold 0; a pair
+    at the same version, or of another plan, is refused."""
+    from fairdp_core.claims import numerics_shift
+
+    def s(alg, seed, d, acc=0.9, v=1, plan="p"):
+        return {"run": f"{alg}-s{seed}", "algorithm": alg, "seed": seed, "numerics": v, "plan_sha256": plan,
+                "accuracy": {"mean": acc}, "attacks": {"alooa_cross_fit": {"delta_pp": d},
+                                                        "alooa_in_sample": {"delta_pp": d + 1.0}}}
+
+    old = [s("rule", i, 1.0) for i in range(3)] + [s("moved", i, 1.0) for i in range(3)]
+    new = ([s("rule", i, 1.0 + x, v=2) for i, x in enumerate([0.1, -0.1, 0.3])]
+           + [s("moved", i, 2.0 + 0.01 * i, acc=0.91, v=2) for i in range(3)])
+    rows = {(r["algorithm"], r["quantity"]): r for r in numerics_shift(old, new)}
+    r = rows[("rule", "Δ cross-fit (pp)")]
+    assert r["seeds"] == 3 and r["versions"] == "1 → 2" and r["holds_zero"]
+    np.testing.assert_allclose([r["mean"], r["hi"] - r["mean"]], [0.1, 0.4968], atol=1e-4)
+    assert rows[("rule", "accuracy (pp)")]["mean"] == 0.0
+    assert not rows[("moved", "Δ cross-fit (pp)")]["holds_zero"]
+    np.testing.assert_allclose(rows[("moved", "accuracy (pp)")]["mean"], 1.0)
+    with pytest.raises(ValueError, match="rule-s0: not the same plan"):
+        numerics_shift(old, [s("rule", 0, 1.0, v=1)])
+    with pytest.raises(ValueError, match="rule-s0: not the same plan"):
+        numerics_shift(old, [s("rule", 0, 1.0, v=2, plan="q")])
