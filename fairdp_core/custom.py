@@ -198,12 +198,16 @@ def _slice_rows(contribs: dict[str, np.ndarray], labels: np.ndarray, slice_name:
             sel = code == k
             gpr_k = float(adv[sel].mean())
             lo, hi = (res["gpr_lo"][k], res["gpr_hi"][k]) if res is not None else (np.nan, np.nan)
+            # what is possible: a GPR within ±100 pp, Δ within [0, 200] pp (group_inference gives Δ's bounds in pp)
+            lo_pp = float(np.clip(100 * lo, -100, 100)) if lo is not None and np.isfinite(lo) else np.nan
+            hi_pp = float(np.clip(100 * hi, -100, 100)) if hi is not None and np.isfinite(hi) else np.nan
+            d_lo, d_hi = ((float(np.clip(res["delta_lo"], 0, 200)), float(np.clip(res["delta_hi"], 0, 200)))
+                          if res is not None else (np.nan, np.nan))
             rows.append({"slice": slice_name, "value": v, "attack": attack, "n_records": int(sel.sum()),
-                         "gpr_pp": 100 * gpr_k, "lo_pp": 100 * lo if lo is not None else np.nan,
-                         "hi_pp": 100 * hi if hi is not None else np.nan,
-                         # group_inference gives Δ's bounds in pp already
-                         "delta_lo_pp": res["delta_lo"] if res is not None else np.nan,
-                         "delta_hi_pp": res["delta_hi"] if res is not None else np.nan})
+                         "gpr_pp": 100 * gpr_k, "lo_pp": lo_pp, "hi_pp": hi_pp, "delta_lo_pp": d_lo,
+                         "delta_hi_pp": d_hi,
+                         # an interval over half of what is possible says nothing about this slice
+                         "uninformative": bool(not hi_pp - lo_pp < 100 or not d_hi - d_lo < 100)})
     return rows
 
 
@@ -256,8 +260,8 @@ def audit_bank(loss: np.ndarray, membership: np.ndarray, groups: np.ndarray, *, 
     records, group_rows, attacks, low_fpr = result.records, result.group_rows, result.attacks, result.low_fpr
     groups_df = pd.DataFrame([r for r in group_rows if r["attack"] != "lira_online_lowfpr"])
     groups_df = groups_df.assign(gpr_pp=100 * groups_df["gpr"],
-                                 lo_pp=100 * pd.to_numeric(groups_df["gpr_lo"], errors="coerce"),
-                                 hi_pp=100 * pd.to_numeric(groups_df["gpr_hi"], errors="coerce"))
+                                 lo_pp=(100 * pd.to_numeric(groups_df["gpr_lo"], errors="coerce")).clip(-100, 100),
+                                 hi_pp=(100 * pd.to_numeric(groups_df["gpr_hi"], errors="coerce")).clip(-100, 100))
     groups_df = groups_df.rename(columns={"group": "group_code"}).rename(columns={"group_name": "group"})[
         ["attack", "group", "n_records", "gpr_pp", "lo_pp", "hi_pp"]]
     # ROC per group over the (model, record) pairs: LiRA online, RMIA, and the raw loss
@@ -287,6 +291,10 @@ def audit_bank(loss: np.ndarray, membership: np.ndarray, groups: np.ndarray, *, 
             if len(labels) != loss.shape[1]:
                 raise ValueError(f"slice {name!r} has {len(labels)} labels for {loss.shape[1]} audited records")
             slice_rows += _slice_rows(contribs, labels, name, alpha)
+    for s in attacks.values():  # what is possible: GPR within ±1 (fractions here), Δ within [0, 200] pp
+        for k, (lo, hi) in (("gpr_lo", (-1, 1)), ("gpr_hi", (-1, 1)), ("delta_lo", (0, 200)), ("delta_hi", (0, 200))):
+            if s.get(k) is not None:
+                s[k] = np.clip(np.asarray(s[k], dtype=float), lo, hi).tolist()
     summary = {"title": title, "m": int(loss.shape[1]), "n_models": int(M), "group_names": names,
                "attacks": {a: {k: v for k, v in s.items() if k in ("gpr", "gpr_lo", "gpr_hi", "delta_pp", "delta_lo",
                                                                      "delta_hi", "null_floor_pp", "p_delta_gt_0",
@@ -402,18 +410,23 @@ def audit_model(X: np.ndarray, y: np.ndarray, groups: np.ndarray, *, model="mlp"
                 X_test: np.ndarray | None = None, y_test: np.ndarray | None = None,
                 slices: Mapping[str, np.ndarray] | None = None, intersections: list[tuple[str, str]] | None = None,
                 min_per_group: int = 20, alpha: float = 0.05, progress: bool = True, class_names: list[str] | None = None,
-                title: str = "custom model", extra: Mapping | None = None) -> CustomAudit:
+                title: str = "custom model", extra: Mapping | None = None,
+                log: Callable[[str], None] | None = None) -> CustomAudit:
     """Train 2R models on complementary halves of ``m`` audited records (stratified by group; every other record
     in every model) with ``algorithm`` ("sgd", or "dpsgd" at ``epsilon``; δ by default min(1e-5, n^-1.1), below
     1/n), and audit them (:func:`audit_bank`). ``groups`` [n]: integer codes 0..K−1 (``group_names``) or labels. ``slices``
     are labellings of all n records; the audited records' labels are used, plus "class" and "correct" (whether
-    the majority of the bank's OUT models classify the record correctly), always added."""
+    the majority of the bank's OUT models classify the record correctly), always added. ``log``: where the one
+    line of what will run (models, steps, memory) goes before training; a bank that would not fit in the memory
+    this machine has free is refused before any training."""
     from .engine import TrainSpec, bank_accounting, train_bank
     from .engine.backends import UnsupportedModule, check_module
     from .engine.trainer import spec_fields
 
     if algorithm not in ("sgd", "dpsgd", "dpsgd_s", "dpsgd_s_paper"):
         raise ValueError(f"algorithm {algorithm!r}: one of sgd, dpsgd, dpsgd_s, dpsgd_s_paper")
+    check_recipe(algorithm=algorithm, epsilon=epsilon, R=R, m=m, epochs=epochs, batch_size=batch_size, lr=lr,
+                 clip=clip, min_per_group=min_per_group)
     X = np.ascontiguousarray(X, dtype=np.float32)
     y = np.asarray(y, dtype=np.int64)
     uniq = np.unique(groups)
@@ -435,6 +448,14 @@ def audit_model(X: np.ndarray, y: np.ndarray, groups: np.ndarray, *, model="mlp"
                          "per group (min_per_group)")
     n_classes = int(n_classes or y.max() + 1)
     m = int(min(m or min(n // 2, 1000), n))
+    need, have = memory_estimate(2 * R, m), available_memory()
+    if have is not None and need > have:
+        raise ValueError(f"--R {R}: {2 * R} models auditing {m} records need about {_gb(need)}, more than the "
+                         f"{_gb(have)} this machine has free; lower --R (or --m)")
+    steps = int(np.ceil(epochs * n / batch_size))
+    if log is not None:
+        log(f"{2 * R} models x {steps} steps each on {n} records, {m} audited; about {_gb(need)} of memory"
+            + (f" ({_gb(have)} free)" if have is not None else ""))
     rng = np.random.default_rng([seed, 0])
     design = audit_design(g, m=m, R=R, min_per_group=min(min_per_group, int(sizes.min())), rng=rng)
     delta = delta if delta is not None else min(1e-5, 1.0 / n ** 1.1)
@@ -490,6 +511,62 @@ def audit_model(X: np.ndarray, y: np.ndarray, groups: np.ndarray, *, model="mlp"
 
 
 TEXT_LEVELS_MAX = 50
+# A label with more values than this is refused unless asked for (--max-classes): a numeric column such as age read
+# as a label trains a model with a class per value.
+MAX_CLASSES = 20
+# Peak memory of audit-custom, measured here (maximum RSS, MLP, 2 features): 0.6 GB at R = 8, then about 6 kB per
+# model and audited record (R = 400: 1.4 GB with 160 audited records, 4.1 GB with 1,000), the attacks' per-model
+# arrays over the audited records dominating.
+BASE_BYTES, BYTES_PER_MODEL_RECORD = 0.6e9, 6e3
+
+
+def check_recipe(*, algorithm: str = "dpsgd", epsilon: float | None = 10.0, R: int = 8, m: int | None = None,
+                 epochs: float = 30, batch_size: int = 64, lr: float = 0.5, clip: float = 1.0,
+                 min_per_group: int = 20, max_classes: int = MAX_CLASSES, **_) -> None:
+    """One error naming the flag for a recipe that cannot run, before any data is read."""
+    import math
+
+    def bad(x) -> bool:
+        return x is None or not math.isfinite(x) or x <= 0
+
+    checks = [(algorithm != "sgd" and bad(epsilon), f"--epsilon {epsilon}: the privacy target must be a positive "
+                                                      "number (--algorithm sgd trains without privacy)"),
+              (R < 2, f"--R {R}: at least 2 (2R models in complementary pairs)"),
+              (m is not None and m < 2, f"--m {m}: at least 2 audited records"),
+              (bad(epochs), f"--epochs {epochs}: must be positive"),
+              (batch_size < 1, f"--batch-size {batch_size}: at least 1"),
+              (bad(lr), f"--lr {lr}: must be positive"),
+              (algorithm != "sgd" and bad(clip), f"--clip {clip}: the clip bound must be positive"),
+              (min_per_group < 1, f"--min-per-group {min_per_group}: at least 1"),
+              (max_classes < 2, f"--max-classes {max_classes}: at least 2")]
+    for failed, msg in checks:
+        if failed:
+            raise ValueError(msg)
+
+
+def available_memory() -> int | None:
+    """Bytes this machine can still give (MemAvailable), or None where it cannot say."""
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    try:
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+def memory_estimate(models: int, audited: int) -> float:
+    """Bytes: audit-custom's measured peak for ``models`` models and ``audited`` records (:data:`BYTES_PER_MODEL_RECORD`)."""
+    return BASE_BYTES + models * audited * BYTES_PER_MODEL_RECORD
+
+
+def _gb(b: float) -> str:
+    return f"{b / 1e9:.1f} GB"
+
+
 
 
 def read_user_csv(path: Path) -> pd.DataFrame:
@@ -574,15 +651,18 @@ def _infer_schema(df: pd.DataFrame, columns: list[str], name: str):
 def audit_csv(path: str | os.PathLike, *, label: str, group: str, model="mlp", slices: list[str] | None = None,
               intersections: list[tuple[str, str]] | None = None, drop: list[str] | None = None,
               group_as_feature: bool = True, test_fraction: float = 0.2, seed: int = 0,
-              on_warning: Callable[[str], None] | None = None, **kw) -> CustomAudit:
+              on_warning: Callable[[str], None] | None = None, max_classes: int = MAX_CLASSES, **kw) -> CustomAudit:
     """:func:`audit_model` on a CSV file: ``label`` and ``group`` columns; every other column (but ``drop``) is a
     feature, numeric columns (more than 10 distinct values) scaled to [-1, 1] by their range and the rest one-hot.
     The scaling ranges and vocabularies are read from the file: that choice is outside ε (stated in the summary).
-    A stratified ``test_fraction`` is held out for accuracy."""
+    A stratified ``test_fraction`` is held out for accuracy. A label with more than ``max_classes`` values, a
+    feature with no value in any row and an impossible recipe are refused in one line before any training; a
+    feature with one value is kept with a warning."""
     from .data.base import encode_rows, stratified_split
 
     path = Path(path)
     warn = on_warning or (lambda msg: warnings.warn(msg, UserWarning, stacklevel=3))
+    check_recipe(max_classes=max_classes, **kw)  # before the file is read
     df = read_user_csv(path)
     missing = [c for c in [label, group, *(slices or []), *(drop or [])] if c not in df.columns]
     if missing:
@@ -599,7 +679,15 @@ def audit_csv(path: str | os.PathLike, *, label: str, group: str, model="mlp", s
         if bad:
             raise ValueError(f"{path}: the {what} column {c!r} is missing in {bad} rows")
     _check_labels(df[label], path, label)
+    k = int(df[label].nunique())
+    if k > max_classes:
+        raise ValueError(f"{path}: the label column {label!r} has {k} distinct values: that trains a {k}-class "
+                         f"model; pass --max-classes {k} if that is meant, or another --label")
     feats = [c for c in df.columns if c not in {label, *(drop or [])} and (group_as_feature or c != group)]
+    empty = [c for c in feats if df[c].isna().all()]
+    if empty:
+        raise ValueError(f"{path}: column {', '.join(map(repr, empty))} has no value in any row; pass "
+                         + " ".join(f"--drop {c}" for c in empty) + " to leave it out")
     df = _numeric_with_text(df, feats, warn)
     _check_text_features(df, feats, path)
     n0 = len(df)
@@ -616,6 +704,10 @@ def audit_csv(path: str | os.PathLike, *, label: str, group: str, model="mlp", s
     y = np.searchsorted(classes, df[label].astype(str)).astype(np.int64)
     group_values = sorted(df[group].astype(str).unique())
     gcode = np.searchsorted(group_values, df[group].astype(str)).astype(np.int64)
+    for c in feats:  # after every refusal: a warning never precedes an error
+        if c != group and df[c].nunique() == 1:
+            warn(f"column {c!r} has one value ({str(df[c].iloc[0])!r}) in every row: it tells the models nothing "
+                 f"(kept; --drop {c} leaves it out)")
     schema = _infer_schema(df, feats, path.stem)
     X, _ = encode_rows(df, schema)
     tr, te = stratified_split(y, gcode, test_fraction=test_fraction, rng=np.random.default_rng([seed, 1]))

@@ -145,6 +145,20 @@ BAD_INPUTS = {
     "id column": (dict(df=_frame().assign(id=[f"r{i}" for i in range(60)])), "--drop id"),
     "many text values": (dict(df=_frame(120).assign(city=[f"c{i % 60}" for i in range(120)])), "--drop city"),
     "label typo": (dict(df=_frame().assign(y=["good", "bad", "Good "] * 20)), "differ only by case or whitespace"),
+    "all-NaN column": (dict(df=_frame().assign(empty=np.nan)), "column 'empty' has no value in any row; pass --drop"),
+    "label with many classes": (dict(df=_frame().assign(y=np.arange(60) % 30)),
+                                "30 distinct values: that trains a 30-class model; pass --max-classes 30"),
+}
+# flags refused before the file is read (the file itself is fine)
+BAD_FLAGS = {
+    "epsilon 0": (["--epsilon", "0"], "--epsilon 0.0: the privacy target must be a positive number"),
+    "epsilon negative": (["--epsilon", "-1"], "--epsilon -1.0: the privacy target must be a positive number"),
+    "epsilon nan": (["--epsilon", "nan"], "--epsilon nan: the privacy target must be a positive number"),
+    "lr 0": (["--lr", "0"], "--lr 0.0: must be positive"),
+    "epochs 0": (["--epochs", "0"], "--epochs 0.0: must be positive"),
+    "batch 0": (["--batch-size", "0"], "--batch-size 0: at least 1"),
+    "clip 0": (["--clip", "0"], "--clip 0.0: the clip bound must be positive"),
+    "R beyond memory": (["--R", "10000000"], "--R 10000000: 20000000 models auditing 24 records need about"),
 }
 
 
@@ -161,6 +175,65 @@ def test_each_bad_input_is_one_line_before_any_training(case, tmp_path, monkeypa
     err = capsys.readouterr().err
     assert rc == 2 and len(err.strip().splitlines()) == 1 and message in err and "Traceback" not in err, err
     assert sorted(os.listdir(tmp_path)) == before
+
+
+@pytest.mark.parametrize("case", list(BAD_FLAGS))
+def test_each_bad_flag_is_one_line_before_any_training(case, tmp_path, monkeypatch, capsys):
+    """Impossible recipes are refused by the flags alone (the file is not read), R beyond this machine's free memory
+    once the file gives the audited count: one line, no training, no output directory."""
+    import fairdp_core.custom as custom
+    import fairdp_core.engine as engine
+
+    flags, message = BAD_FLAGS[case]
+    path = _csv(tmp_path, "data.csv", df=_frame())
+    monkeypatch.setattr(engine, "train_bank", lambda *a, **k: pytest.fail("trained on a bad recipe"))
+    if case != "R beyond memory":
+        monkeypatch.setattr(custom, "read_user_csv", lambda p: pytest.fail("read the file for a bad flag"))
+    rc = cli_main(["audit-custom", "--data", str(path), "--label", "y", "--group", "g", "--out", str(tmp_path / "o"),
+                   "--min-per-group", "5", *flags])
+    err = capsys.readouterr().err
+    assert rc == 2 and len(err.strip().splitlines()) == 1 and message in err and "Traceback" not in err, err
+    assert not (tmp_path / "o").exists()
+
+
+def test_a_constant_column_is_kept_with_a_warning_and_intervals_stay_possible(tmp_path):
+    """A feature with one value is kept and named in a warning; every reported interval lies within what is
+    possible (GPR ±100 pp, Δ in [0, 200] pp), and a slice too small to say anything is flagged uninformative."""
+    from fairdp_core.custom import audit_csv
+
+    df = _frame(120).assign(const=1.0, tiny=["u", "v", "w"] + ["big"] * 117)
+    path = _csv(tmp_path, "data.csv", df=df)
+    warned: list[str] = []
+    res = audit_csv(path, label="y", group="g", slices=["tiny"], R=2, epochs=1, min_per_group=5, progress=False,
+                    on_warning=warned.append)
+    assert any("column 'const' has one value ('1.0') in every row" in w for w in warned)
+    sl = res.slices
+    assert sl[["lo_pp", "hi_pp"]].stack().dropna().between(-100, 100).all()
+    assert sl[["delta_lo_pp", "delta_hi_pp"]].stack().dropna().between(0, 200).all()
+    assert res.groups[["lo_pp", "hi_pp"]].stack().dropna().between(-100, 100).all()
+    for a in res.summary["attacks"].values():
+        if a.get("delta_hi") is not None:
+            assert 0 <= a["delta_lo"] <= a["delta_hi"] <= 200
+    tiny = sl[(sl.slice == "tiny") & (sl.value.isin(["u", "v", "w"]))]
+    assert len(tiny) and tiny.uninformative.all()
+
+
+@settings(max_examples=int(os.environ.get("FAIRDP_HYPOTHESIS_EXAMPLES", "25")), deadline=None)
+@given(eps=st.floats(allow_nan=True, allow_infinity=True), lr=st.floats(allow_nan=True, allow_infinity=True),
+       R=st.integers(-5, 5), batch=st.integers(-5, 5))
+def test_any_recipe_is_refused_in_one_line_or_accepted(eps, lr, R, batch):
+    """check_recipe over arbitrary numbers: a ValueError naming a flag exactly when a value is impossible."""
+    import math
+
+    from fairdp_core.custom import check_recipe
+
+    impossible = not (math.isfinite(eps) and eps > 0) or not (math.isfinite(lr) and lr > 0) or R < 2 or batch < 1
+    try:
+        check_recipe(epsilon=eps, lr=lr, R=R, batch_size=batch)
+    except ValueError as e:
+        assert impossible and str(e).startswith("--") and "\n" not in str(e)
+    else:
+        assert not impossible
 
 
 def test_r_below_two_is_refused_before_any_work(tmp_path, capsys):

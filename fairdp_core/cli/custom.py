@@ -9,11 +9,12 @@ from pathlib import Path
 
 def _cmd_audit_custom(args: argparse.Namespace) -> int:
     from ..atomic import check_output_dir
-    from ..custom import audit_csv
+    from ..custom import audit_csv, check_recipe
 
-    if args.R < 2:
-        raise ValueError(f"--R {args.R}: at least 2 (2R models in complementary pairs)")
-    check_output_dir(args.out, force=args.force, protect=(args.data,))  # before any work
+    recipe = dict(algorithm=args.algorithm, epsilon=args.epsilon, R=args.R, m=args.m, epochs=args.epochs,
+                  batch_size=args.batch_size, lr=args.lr, clip=args.clip, min_per_group=args.min_per_group)
+    check_recipe(max_classes=args.max_classes, **recipe)  # before any work: the flags alone
+    check_output_dir(args.out, force=args.force, protect=(args.data,))
 
     inter = []
     for pair in args.intersect:
@@ -23,10 +24,9 @@ def _cmd_audit_custom(args: argparse.Namespace) -> int:
         inter.append(tuple(parts))
     res = audit_csv(args.data, label=args.label, group=args.group, model=args.model, slices=args.slice,
                     intersections=inter, drop=args.drop, group_as_feature=not args.no_group_feature, seed=args.seed,
-                    algorithm=args.algorithm, epsilon=args.epsilon, R=args.R, m=args.m, epochs=args.epochs,
-                    batch_size=args.batch_size, lr=args.lr, clip=args.clip, min_per_group=args.min_per_group,
-                    progress=not args.quiet, on_warning=lambda m: print(f"fairdp audit-custom: warning: {m}",
-                                                                          file=sys.stderr))
+                    max_classes=args.max_classes, progress=not args.quiet,
+                    on_warning=lambda m: print(f"fairdp audit-custom: warning: {m}", file=sys.stderr),
+                    log=lambda m: print(f"fairdp audit-custom: {m}", file=sys.stderr, flush=True), **recipe)
     out = res.write(args.out, force=args.force, protect=(args.data,))
     for line in res.answer():  # the answer first: one line per pair of groups
         print(line)
@@ -156,6 +156,8 @@ def register(add) -> None:
     ac.add_argument("--drop", action="append", default=[], help="a column that is not a feature (repeatable)")
     ac.add_argument("--no-group-feature", action="store_true", help="the group column is not a model input")
     ac.add_argument("--seed", type=int, default=0, help="the one seed of the split, the design and training")
+    ac.add_argument("--max-classes", type=int, default=20, help="refuse a label with more distinct values than this "
+                    "(default 20: a numeric column such as age is not a label)")
     ac.add_argument("--quiet", action="store_true", help="no progress bar")
     ac.set_defaults(func=_cmd_audit_custom)
     ao = add("custom", "audit-one", help="per-group membership audit of ONE trained model, from its per-record "
