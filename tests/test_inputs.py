@@ -386,3 +386,21 @@ def test_a_profile_runs_in_a_directory_of_its_own(tmp_path):
     dry = subprocess.run(["make", "-n", "repro", "PROFILE=smoke", "IN_PLACE=1"], cwd=ROOT, capture_output=True,
                          text=True).stdout
     assert "profile_dir" not in dry and "use-profile smoke" in dry
+
+
+def test_ctrl_c_is_one_line_and_leaves_no_output(tmp_path, monkeypatch, capsys):
+    """Ctrl-C while audit-custom trains: exit status 130, one line on stderr, no output directory, the data kept."""
+    import fairdp_core.engine as engine
+
+    path = _csv(tmp_path, "data.csv", df=_frame())
+
+    def interrupted(*a, **k):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(engine, "train_bank", interrupted)
+    rc = cli_main(["audit-custom", "--data", str(path), "--label", "y", "--group", "g", "--out", str(tmp_path / "o"),
+                   "--min-per-group", "5", "--quiet"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 130 and err[-1] == "fairdp audit-custom: interrupted; no partial output is left (rerun the same command)"
+    assert "Traceback" not in "\n".join(err) and "models x 23 steps" in err[0]  # what would have run, then the end
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["data.csv"]

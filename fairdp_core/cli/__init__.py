@@ -81,6 +81,10 @@ def main(argv: list[str] | None = None) -> int:
         reexec_with_malloc_env("fairdp_core.cli", sys.argv[1:])
     try:
         return args.func(args)
+    except KeyboardInterrupt:  # Ctrl-C: one line; outputs are written to a temporary and renamed, never partial
+        print(f"fairdp {args.command}: interrupted; no partial output is left (rerun the same command)",
+              file=sys.stderr)
+        return 130
     except Exception as e:  # configuration and data errors: one line naming the problem; anything else raises
         from ..claims import CampaignError
         from ..data.sources import DataSourceError
