@@ -89,6 +89,29 @@ class CustomAudit:
         plt.close(fig)
         (tmp / "report.md").write_text(self.markdown())
 
+    def headline(self, attack: str = "alooa_cross_fit") -> list[str]:
+        """The answer first, with any number of groups: whether some group is at higher risk (Δ with its interval
+        and null floor; yes when some pair's simultaneous interval excludes 0), then the riskiest and the safest
+        group with their Holm-adjusted contrast."""
+        a = self.summary["attacks"][attack]
+        names = self.summary["group_names"]
+        contrasts = a.get("contrasts") or []
+        detected = any(c["lo_pp"] > 0 or c["hi_pp"] < 0 for c in contrasts)
+        out = [f"Is some group at higher membership risk? {'Yes' if detected else 'No difference detected'}: "
+               f"Δ = {a['delta_pp']:.2f} pp [{a['delta_lo']:.2f}, {a['delta_hi']:.2f}] over {len(names)} groups, "
+               f"null floor {a['null_floor_pp']:.2f} pp (PA-ALOOA cross-fitted; no group is riskier when "
+               f"{'every pair' if len(names) > 2 else 'the pair'}'s 95% interval holds 0)."]
+        t = self.table(attack).set_index("group")["gpr_pp"]
+        hi, lo = str(t.idxmax()), str(t.idxmin())
+        c = next((c for c in contrasts if {names[c["k"]], names[c["l"]]} == {hi, lo}), None)
+        if c is not None:
+            sign = 1 if names[c["k"]] == hi else -1
+            d, clo, chi = sign * c["diff_pp"], *sorted((sign * c["lo_pp"], sign * c["hi_pp"]))
+            out.append(f"Riskiest: {hi} (GPR {t[hi]:.2f} pp); safest: {lo} ({t[lo]:.2f} pp); {hi} − {lo} = "
+                       f"{d:+.2f} pp [{clo:+.2f}, {chi:+.2f}], simultaneous 95%, Holm p = "
+                       f"{c.get('p_holm', c.get('p')):.2g}.")
+        return out
+
     def answer(self, attack: str = "alooa_cross_fit") -> list[str]:
         """One sentence per pair of groups: the signed difference of their risk (GPR, pp) with its simultaneous 95%
         interval, the p-value (Holm over the pairs), and whether the difference exceeds the null floor of Δ."""
@@ -115,6 +138,7 @@ class CustomAudit:
         of each attack, the slices."""
         s = self.summary
         lines = [f"# Per-group membership audit: {s.get('title', 'custom model')}", "",
+                 *self.headline(), "", "Each pair of groups:", "",
                  *(f"- {x}" for x in self.answer()), "",
                  "(Membership risk measured by PA-ALOOA, cross-fitted; 95% intervals simultaneous over the pairs of "
                  "groups; p Holm-adjusted over them.)", "",

@@ -119,7 +119,32 @@ def test_the_answer_comes_first_with_the_signed_contrast():
     assert f"{c['diff_pp']:+.2f} pp [{c['lo_pp']:+.2f}, {c['hi_pp']:+.2f}]" in line
     assert c["diff_pp"] < 0 and "male records are at higher risk" in line
     md = res.markdown().splitlines()
-    assert md[2] == f"- {line}"
+    assert md[2:4] == res.headline() and f"- {line}" in md  # report.md: the headline, then each pair
+
+
+def test_with_five_groups_the_first_line_answers():
+    """Five groups, one of them ("e") leaking: the first line says some group is at higher risk, with Δ and its
+    null floor; the second names "e" riskiest and the safest group with their Holm-adjusted contrast (the summary's
+    own numbers). With no leak the first line says no difference was detected."""
+    rng = np.random.default_rng(3)
+    m, M = 400, 16
+    g = np.arange(m) % 5
+    first = rng.random((M // 2, m)) < 0.5
+    mem = np.empty((M, m), dtype=bool)
+    mem[0::2], mem[1::2] = first, ~first
+    names = np.array(list("abcde"))
+    for leak, want in ((0.9, "Yes"), (0.0, "No difference detected")):
+        loss = rng.exponential(1.0, (M, m)) * np.where(mem & (g[None] == 4), 1.0 - leak, 1.0)
+        res = audit_bank(loss, mem, names[g], n_perm=50, n_null=5)
+        head = res.headline()
+        a = res.summary["attacks"]["alooa_cross_fit"]
+        assert head[0].startswith(f"Is some group at higher membership risk? {want}: Δ = {a['delta_pp']:.2f} pp")
+        assert f"null floor {a['null_floor_pp']:.2f} pp" in head[0] and "over 5 groups" in head[0]
+        if leak:
+            t = res.table().set_index("group")["gpr_pp"]
+            assert head[1].startswith(f"Riskiest: e (GPR {t['e']:.2f} pp); safest: {t.idxmin()}")
+            c = next(c for c in a["contrasts"] if {names[c["k"]], names[c["l"]]} == {"e", t.idxmin()})
+            assert f"Holm p = {c['p_holm']:.2g}" in head[1] and f"{abs(c['diff_pp']):.2f} pp [" in head[1]
 
 
 def _csv(tmp_path: Path, name: str, df: pd.DataFrame | None = None, text: str | None = None) -> Path:

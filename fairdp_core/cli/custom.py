@@ -28,12 +28,13 @@ def _cmd_audit_custom(args: argparse.Namespace) -> int:
                     on_warning=lambda m: print(f"fairdp audit-custom: warning: {m}", file=sys.stderr),
                     log=lambda m: print(f"fairdp audit-custom: {m}", file=sys.stderr, flush=True), **recipe)
     out = res.write(args.out, force=args.force, protect=(args.data,))
-    for line in res.answer():  # the answer first: one line per pair of groups
+    for line in res.headline():  # the answer first: is some group riskier, which is riskiest and safest
         print(line)
+    print(f"(RMIA: Δ = {res.summary['attacks']['rmia']['delta_pp']:.2f} pp.)")
     print(res.table().to_string(index=False, float_format=lambda v: f"{v:.2f}"))
-    a = res.summary["attacks"]["alooa_cross_fit"]
-    print(f"Δ (PA-ALOOA cross-fitted) = {a['delta_pp']:.2f} pp [{a['delta_lo']:.2f}, {a['delta_hi']:.2f}], "
-          f"null floor {a['null_floor_pp']:.2f} pp; RMIA Δ = {res.summary['attacks']['rmia']['delta_pp']:.2f} pp")
+    print("Each pair of groups (simultaneous 95% intervals, Holm p):")
+    for line in res.answer():
+        print(line)
     if res.summary.get("degenerate"):
         print(f"fairdp audit-custom: warning: the models are degenerate (accuracy {100 * res.summary['accuracy']:.1f}%,"
               f" majority class {100 * res.summary['majority_class_rate']:.1f}%): raise --epochs or --lr",
