@@ -4,9 +4,11 @@ advantage interval's coverage is checked by simulation (seeded), and bad input i
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from fairdp_core.audit import one
+from fairdp_core.cli import main as cli_main
 
 
 def _scores(rng, n, shift):
@@ -538,3 +540,43 @@ def test_one_model_low_fpr_rows_only_with_enough_non_members():
     assert np.isnan(t.loc[0, "tpr_at_0.01_fpr"]) and "60 non-members, 100 needed" in t.loc[0, "tpr_at_0.01_fpr_note"]
     assert np.isfinite(t.loc[1, "tpr_at_0.01_fpr"]) and np.isnan(t.loc[1, "tpr_at_0.001_fpr"])
     assert np.isfinite(t.loc[2, "tpr_at_0.001_fpr"]) and t.loc[2, "tpr_at_0.001_fpr_note"] == ""
+
+
+def test_confident_records_get_distinct_losses_and_the_auc_is_mann_whitneys():
+    """Logit margins of 20-60 (a memorising model): float32 cross-entropy ties them all at exactly 0, the float64
+    margin-based loss keeps them apart and ordered; the per-group AUC is P(member > non-member), ties half."""
+    import torch
+
+    from fairdp_core.audit.one import audit_one, loss_scores, tie_share
+
+    margins = np.linspace(20, 60, 50)
+    logits = torch.tensor(np.stack([margins, np.zeros(50)], 1), dtype=torch.float32)
+    y = np.zeros(50, dtype=np.int64)
+    f32 = -torch.nn.functional.cross_entropy(logits, torch.as_tensor(y), reduction="none").numpy()
+    assert tie_share(f32) == 1.0  # every float32 loss is 0
+    s = loss_scores(torch.nn.Identity(), logits.numpy(), y)
+    assert tie_share(s) == 0.0 and np.all(np.diff(s) > 0)  # larger margin, less loss, higher score
+    np.testing.assert_allclose(-s, np.exp(-logits.numpy()[:, 0].astype(float)), rtol=1e-8)  # log(1 + e^-m) = e^-m
+    rng = np.random.default_rng(0)
+    s_in, s_out = rng.normal(0.5, 1, 200), rng.normal(0, 1, 200)
+    g_in, g_out = np.resize(["a", "b"], 200), np.resize(["a", "b"], 200)
+    res = audit_one(s_in, s_out, g_in, g_out, n_null=5)
+    for k in ("a", "b"):
+        a, b = s_in[g_in == k], s_out[g_out == k]
+        want = ((a[:, None] > b[None]).sum() + 0.5 * (a[:, None] == b[None]).sum()) / (len(a) * len(b))
+        assert res.groups.set_index("group").loc[k, "auc"] == pytest.approx(want)
+
+
+def test_the_command_warns_when_tied_scores_dominate(tmp_path, capsys):
+    """A scores file whose held-out losses are mostly exactly 0 (float32 underflow): one warning names the share
+    and says to save the loss in float64."""
+    rng = np.random.default_rng(1)
+    n = 400
+    loss = np.where(rng.random(n) < 0.6, 0.0, rng.exponential(1.0, n))
+    pd.DataFrame({"loss": loss, "member": np.resize([0, 1], n), "g": np.resize(["a", "a", "b", "b"], n)}).to_csv(
+        tmp_path / "s.csv", index=False)
+    assert cli_main(["audit-one", "--scores", str(tmp_path / "s.csv"), "--loss", "loss", "--group", "g", "--out",
+                     str(tmp_path / "o"), "--n-null", "5"]) == 0
+    err = capsys.readouterr().err
+    assert "of the held-out records' scores equal another's (loss); the TPR at a low FPR is unreliable" in err
+    assert "save it in float64" in err

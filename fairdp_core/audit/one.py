@@ -133,9 +133,12 @@ def audit_one(scores_in, scores_out, groups_in, groups_out, *, alpha: float = 0.
     for k in names:
         fits[k] = f = cross_fit_group(s_in[g_in == k], s_out[g_out == k], rng)
         h = st.norm.ppf(1 - alpha / 2) * np.sqrt(f["var"])
+        a_in, a_out = s_in[g_in == k], s_out[g_out == k]
+        # AUC: P(a member's score > a non-member's), ties counted half (Mann-Whitney)
+        auc = float(st.mannwhitneyu(a_in, a_out).statistic / (len(a_in) * len(a_out)))
         row = {"group": k, "n_members": int((g_in == k).sum()), "n_nonmembers": int((g_out == k).sum()),
                "advantage_pp": 100 * f["advantage"], "lo_pp": 100 * (f["advantage"] - h),
-               "hi_pp": 100 * (f["advantage"] + h)}
+               "hi_pp": 100 * (f["advantage"] + h), "auc": auc}
         for fpr, need in ((0.01, 100), (0.001, 1000)):
             key = f"tpr_at_{fpr:g}_fpr"
             if row["n_nonmembers"] < need:
@@ -196,8 +199,22 @@ def loss_scores(model, X, y, *, batch_size: int = 1024):
             if logits.ndim != 2 or logits.shape[1] <= int(y.max()):
                 raise ValueError(f"the model's output has shape {tuple(logits.shape)}: it needs one column per class "
                                  f"(labels run to {int(y.max())})")
-            out.append(-torch.nn.functional.cross_entropy(logits, y[i:i + batch_size], reduction="none"))
-    return torch.cat(out).numpy().astype(float)
+            z = logits.double()  # the loss from the logit margin in float64: no ties at 0 for confident records
+            yb = y[i:i + batch_size]
+            zy = z.gather(1, yb[:, None])[:, 0]
+            others = z.scatter(1, yb[:, None], float("-inf"))
+            margin = zy - torch.logsumexp(others, 1)  # log p − log(1 − p)
+            out.append(-torch.nn.functional.softplus(-margin))  # −loss = −log(1 + e^−margin), exact far below 1e-16
+    return torch.cat(out).numpy()
+
+
+def tie_share(scores: np.ndarray) -> float:
+    """The share of ``scores`` equal to another score: where it is large, rates at a low FPR mean little."""
+    s = np.asarray(scores, float)
+    if s.size == 0:
+        return 0.0
+    _, counts = np.unique(s, return_counts=True)
+    return float(counts[counts > 1].sum() / s.size)
 
 
 def calibrated_scores(target_loss, reference_losses, *, a: float = 1.0) -> np.ndarray:

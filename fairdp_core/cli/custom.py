@@ -93,6 +93,15 @@ def _cmd_audit_one(args: argparse.Namespace) -> int:
         groups = df[args.group].astype(str).to_numpy()
         source = Path(args.scores).name
         refs = -df[list(args.reference_loss)].to_numpy(float).T if args.reference_loss else None
+    from ..audit.one import tie_share
+
+    ties = tie_share(scores[~m])
+    if ties > 0.1:  # thresholds between tied scores do not exist: the low-FPR rates then say little
+        print(f"fairdp audit-one: warning: {100 * ties:.0f}% of the held-out records' scores equal another's "
+              f"({score_col}); the TPR at a low FPR is unreliable" + (" (a loss saved in float32 ties at 0 for "
+                                                                    "confident records: save it in float64)"
+                                                                    if args.scores is not None else ""),
+              file=sys.stderr)
     audits = {"loss": scores}
     if refs is not None:  # RMIA's calibration by the reference models (offline: they trained on none of the records)
         audits["rmia_offline"] = calibrated_scores(-scores, -refs, a=args.rmia_a)
@@ -116,7 +125,7 @@ def _cmd_audit_one(args: argparse.Namespace) -> int:
             "score": score_col, "scores_file": source, **extra}, indent=1) + "\n")
 
     out = write_managed_dir(args.out, write, force=args.force, protect=inputs)
-    cols = ["group", "n_members", "n_nonmembers", "advantage_pp", "lo_pp", "hi_pp", "tpr_at_0.01_fpr"]
+    cols = ["group", "n_members", "n_nonmembers", "advantage_pp", "lo_pp", "hi_pp", "auc", "tpr_at_0.01_fpr"]
     for k, r in results.items():
         if len(results) > 1:
             print("Loss threshold:" if k == "loss" else f"RMIA, calibrated by {refs.shape[0]} reference models:")
