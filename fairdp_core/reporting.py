@@ -206,7 +206,7 @@ def run_notebook(params: Params, name: str) -> Path:
                                                              remove_cell_tags=("parameters", "injected-parameters")),
                                        enabled=True)
     body, _ = exporter.from_notebook_node(nb)
-    body = body.replace("</body>", f'<p style="color:#666;font-size:0.85em;margin:2em">{provenance(params)}</p>\n'
+    body = body.replace("</body>", f'<p style="color:#666;font-size:0.85em;margin:2em">{provenance(params, name)}</p>\n'
                         "</body>", 1)
     out = params.resolve("reports") / f"{name}.html"
     _atomic_write(out, body)
@@ -224,27 +224,54 @@ def _findings_first(nb) -> None:
     nb.cells = rest[:title + 1] + tagged + rest[title + 1:]
 
 
-def provenance(params: Params) -> str:
-    """One line, HTML: the profile, the commit and the versions of torch, opacus, numpy and fairdp that built a page."""
+def provenance(params: Params, page: str | None = None) -> str:
+    """One line, HTML: the profile, the commit and the versions of torch, opacus, numpy and fairdp that built a page
+    (``page``: its name; the commit is the last one that changed that page's own code, :func:`page_code_paths`)."""
     v = package_versions()
+    paths = page_code_paths(params.base_dir, page) if page is not None else CODE_PATHS
     return (f"Profile <b>{html.escape(params.profile)}</b>, built from commit "
-            f"<code>{html.escape(_commit(params.base_dir))}</code> with "
+            f"<code>{html.escape(_commit(params.base_dir, paths))}</code> with "
             + ", ".join(f"{k} {html.escape(x)}" for k, x in v.items()) + ".")
 
 
-# What builds a page: the package, the notebooks and the pipeline definition. A page names the last commit that
-# changed them (not HEAD), so that committing results, params or prose never changes a page that the same code,
-# params and seed built (CI reruns the reports after committing them and compares the bytes).
+# What builds a page when no stage of dvc.yaml says: the package, the notebooks and the pipeline definition.
 CODE_PATHS = ("fairdp_core", "notebooks", "dvc.yaml", "pyproject.toml")
 
 
-def _commit(base: Path) -> str:
-    """The short hash of the last commit that changed :data:`CODE_PATHS`, with "+uncommitted changes" when the
-    working tree changes them; "unknown" outside a git checkout."""
+def page_code_paths(base: Path, page: str) -> tuple[str, ...]:
+    """The code of the dvc.yaml stage that writes ``reports/<page>.html``: its deps under fairdp_core/ and
+    notebooks/ (``${item}`` of a foreach read as the page's name). A page names the last commit that changed these,
+    not HEAD and not the whole package: committing results, params, prose or code the page never imports leaves
+    its bytes alone, and its stamp changes exactly when DVC reruns it for a code change. :data:`CODE_PATHS` where
+    no stage writes the page."""
+    import yaml
+
     try:
-        sha = subprocess.run(["git", "log", "-1", "--format=%h", "--", *CODE_PATHS], cwd=base, capture_output=True,
+        stages = yaml.safe_load((Path(base) / "dvc.yaml").read_text())["stages"]
+    except (OSError, KeyError, TypeError, yaml.YAMLError):
+        return CODE_PATHS
+    target = f"reports/{page}.html"
+    for st in stages.values():
+        body, items = (st["do"], st["foreach"]) if "foreach" in st else (st, None)
+        if items is not None and (not isinstance(items, list) or page not in items):
+            continue
+
+        def sub(x: str) -> str:
+            return x.replace("${item}", page) if items is not None else x
+
+        outs = [sub(next(iter(o)) if isinstance(o, dict) else o) for o in body.get("outs", [])]
+        if target in outs:
+            return tuple(d for d in map(sub, body.get("deps", [])) if d.startswith(("fairdp_core", "notebooks")))
+    return CODE_PATHS
+
+
+def _commit(base: Path, paths: tuple[str, ...] = CODE_PATHS) -> str:
+    """The short hash of the last commit that changed ``paths``, with "+uncommitted changes" when the working tree
+    changes them; "unknown" outside a git checkout."""
+    try:
+        sha = subprocess.run(["git", "log", "-1", "--format=%h", "--", *paths], cwd=base, capture_output=True,
                              text=True, check=True).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", "--", *CODE_PATHS], cwd=base,
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", "--", *paths], cwd=base,
                                capture_output=True, text=True).stdout.strip()
         return (sha or "unknown") + ("+uncommitted changes" if dirty else "")
     except (OSError, subprocess.CalledProcessError):
@@ -455,7 +482,7 @@ def build_index(params: Params, *, first_screen: str = "", claims: str = "") -> 
 {first_screen}
 <h2>Reports</h2><ul>{links}</ul>
 {claims}
-{_findings_box(params, evidence, df, agg, meta=f"{provenance(params)} {design}")}
+{_findings_box(params, evidence, df, agg, meta=f"{provenance(params, 'index')} {design}")}
 <details id="main-results"><summary>Main results of this profile: {len(agg[agg.algorithm.isin(CORE_ALGORITHMS)])} rows
 (SGD, DP-SGD, DP-SGD-S; accuracy, Δ with its interval and null floor, the accounting of every row)</summary>
 <table><caption>Per dataset, model, ε and algorithm (PA-ALOOA cross-fitted): accuracy (mean ± SD over seeds, the 95% t

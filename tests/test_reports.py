@@ -201,6 +201,24 @@ def test_the_commit_a_page_names_changes_with_the_code_only(tmp_path):
     assert _commit(tmp_path) == code + "+uncommitted changes"
     git("commit", "-qam", "new code")
     assert _commit(tmp_path) == git("rev-parse", "--short", "HEAD") != code
+    # a page's own code: a commit to a module the page does not build from leaves its stamp alone
+    mine = git("rev-parse", "--short", "HEAD")
+    (tmp_path / "fairdp_core" / "other.py").write_text("y = 1\n")
+    git("add", "-A"), git("commit", "-qm", "other code")
+    assert _commit(tmp_path, ("fairdp_core/m.py",)) == mine and _commit(tmp_path) != mine
+
+
+def test_each_page_is_stamped_by_its_own_stages_code():
+    """page_code_paths reads the stage that writes the page from dvc.yaml: a report's notebook and modules, not the
+    campaign's or another page's; the index's frontier code; the whole package for a page no stage writes."""
+    from fairdp_core.reporting import CODE_PATHS, page_code_paths
+
+    gpr = page_code_paths(ROOT, "group_gpr")
+    assert "notebooks/group_gpr.py" in gpr and "fairdp_core/reporting.py" in gpr
+    assert not {"notebooks/audit_comparison.py", "fairdp_core/claims.py", "fairdp_core/frontier_report.py"} & set(gpr)
+    assert "fairdp_core/frontier_report.py" in page_code_paths(ROOT, "index")
+    assert "notebooks/synthetic_data.py" in page_code_paths(ROOT, "synthetic_data")
+    assert page_code_paths(ROOT, "no_such_page") == CODE_PATHS
 
 
 def _tidy(labels, settings=("Adult · LR", "Law · LR"), eps=("ε = 1", "ε = 10")):
