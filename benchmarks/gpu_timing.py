@@ -3,7 +3,7 @@
     python benchmarks/gpu_timing.py                          # on CUDA (exits without it): benchmarks/gpu_timing.{json,md}
     python benchmarks/gpu_timing.py --device cpu --steps 3 --workers 1   # this CPU: benchmarks/cpu_timing.{json,md}
 
-The prepared script of issue 17 for a GPU machine (it needs only this project and its pure-Python dependencies: the
+The prepared script for a GPU machine (it needs only this project and its pure-Python dependencies: the
 data are synthetic). For every (dataset, model) pair of the profile's grid (default profiles/gpu.yaml: Adult, Bank,
 Credit, Law, COMPAS with LR; MNIST 10,000 with the MLP and the CNN; UTKFace's whole training split with the CNN), one
 DP-SGD-S bank of the profile's 2R models, each on a random half of n records of the dataset's shape (SHAPES below,

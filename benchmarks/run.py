@@ -432,7 +432,7 @@ def conv_patches(out: Path, *, repeats: int) -> None:
     print("\n".join(lines))
 
 
-# The issue-33 targets: one bank size per workload (the engine's best measured M on 2 cores), steps enough for a few
+# The targets: one bank size per workload (the engine's best measured M on 2 cores), steps enough for a few
 # seconds a bank; DP-SGD must reach >= 0.85 of non-private throughput for LR and the MLP and >= 0.80 for the CNNs.
 RATIO_PLAN = {"adult_lr": (512, 120, 0.85), "adult_mlp": (128, 30, 0.85), "mnist_cnn": (8, 12, 0.80),
               "utkface_cnn": (8, 6, 0.80)}
@@ -443,7 +443,7 @@ def ratios(out: Path, *, repeats: int, save_baseline: bool) -> None:
     rounds after an untimed one (each round trains every workload's DP-SGD and SGD bank, the order of the pair
     alternating by round). The
     ratio is the median of the per-round ratios (paired, so a slow spell of the machine cancels), with its range.
-    Non-private throughput is compared with ``ratios_baseline.json`` (the code before the issue-33 work, measured on
+    Non-private throughput is compared with ``ratios_baseline.json`` (the engine before its DP-SGD speed work, measured on
     this kind of machine): a ratio won by slowing SGD down would not count."""
     import subprocess
 
@@ -502,7 +502,7 @@ def ratios(out: Path, *, repeats: int, save_baseline: bool) -> None:
     print("\n".join(lines))
 
 
-# workload -> (K groups, M models, steps, the issue's target for rule time ÷ DP-SGD time)
+# workload -> (K groups, M models, steps, the target for rule time ÷ DP-SGD time)
 RULE_COST_PLAN = {"adult_lr": (2, 128, 60, 1.1), "mnist_mlp": (10, 8, 12, 1.3), "mnist_cnn": (10, 2, 4, 1.3)}
 RULE_COST_RULES = ("dpsgd_s", "dpsgd_s_paper", "dpsgd_s_paper_code", "dpsgd_group_fixed", "dpsgd_f", "global_adapt",
                    "adaclip")

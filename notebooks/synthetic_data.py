@@ -236,7 +236,7 @@ if len(paired):
 display(Markdown("**The route's group privacy, in words:**\n\n" + route_words(aud, paired)))
 
 # %% [markdown]
-# ## The issue's claims: verdicts
+# ## The study's claims: verdicts
 # Each claim as an accuracy difference (pp) with its Welch t interval over seeds, per dataset and ε, Bonferroni-adjusted
 # over the claim's family of comparisons (simultaneous 95%); the intervals cover training randomness on one fixed
 # test split. **Tuning outside ε**: DPDSyn's generator settings and the downstream classifier (`synth.dpdsyn`,
@@ -247,7 +247,7 @@ display(Markdown("**The route's group privacy, in words:**\n\n" + route_words(au
 # noise) instead of OpenDP's unseedable one; its numerics are 10 public bins where DPDSyn and DP-SGD see exact values. DP-CGAN is DP at the stated
 # (ε, δ) given its settings, by the same accountant as DPDSyn; those settings were chosen among three on non-private
 # runs on COMPAS, one of the evaluated datasets (tuning outside ε again, here in DP-CGAN's favour on COMPAS). Claim 1:
-# DPDSyn − baseline > 0. Claim 2 ("approaches DP-SGD" = within 2 pp): DPDSyn − DP-SGD > −2 pp; the issue expects it
+# DPDSyn − baseline > 0. Claim 2 ("approaches DP-SGD" = within 2 pp): DPDSyn − DP-SGD > −2 pp; the study expects it
 # most clearly at ε > 1. Claim 3: DPDSyn's advantage over the strongest baseline is smaller at the smallest ε than at
 # the largest (intervals that do not overlap). Contradicting results are listed as they are.
 
@@ -257,7 +257,7 @@ if len(cv) and n_seeds < 2:  # no interval with one seed: the directions in one 
     display(Markdown("**One seed, so no verdict, only directions** (difference in pp): " + "; ".join(
         f"{r.claim[3:]} on {r.dataset} at ε = {r.epsilon:g}: {r.diff_pp:+.2f}" for r in cv.itertuples()) + "."))
 elif len(cv):
-    table(cv.rename(columns={"diff_pp": "difference (pp)"}), "The issue's claims per dataset and ε: difference (pp), "
+    table(cv.rename(columns={"diff_pp": "difference (pp)"}), "The claims per dataset and ε: difference (pp), "
           "Welch t interval over seeds, Bonferroni-simultaneous over the claim's comparisons (— with one seed), seeds per "
           "arm, verdict.", csv="claims", rows=12)
     display(Markdown("**Verdict counts per claim** (over datasets × ε): " + verdict_counts(cv)))
@@ -265,7 +265,7 @@ else:
     display(Markdown("No claim is testable in this profile (no baseline or no DP-SGD arm ran)."))
 
 # %% [markdown]
-# ## The paper profile: every ε of the issue, 3 seeds (stored run)
+# ## The paper profile: every ε of the study, 3 seeds (stored run)
 # The profile above runs one ε and one seed within the default budget. The paper profile's synth stages (ε ∈ {0.01,
 # 0.1, 1, 10}, 3 seeds, both datasets, the audit at ε = 1 and 10 with m = 1,000) were run once and stored in
 # `reports/paper/synth/` (the `synth`, `synth_baseline` and `synth_audit` stages with `params.yaml` from `fairdp
@@ -299,7 +299,7 @@ if profile != "paper" and stored is not None and (stored / "synth").is_dir():
     p_cv = claim_verdicts(p_util, alpha)
     decided = ~p_cv.verdict.str.startswith("inconclusive")
     table(pd.concat([p_cv[decided], p_cv[~decided]]).rename(columns={"diff_pp": "difference (pp)"}),
-          "Paper profile (stored): the issue's claims per dataset and ε, Welch t interval over 3 seeds, "
+          "Paper profile (stored): the claims per dataset and ε, Welch t interval over 3 seeds, "
           "Bonferroni-simultaneous over each claim's comparisons, verdict; decided verdicts first.",
           csv="paper_claims", rows=3)
     display(Markdown("**Paper profile, verdict counts per claim** (over datasets × ε): " + verdict_counts(p_cv)))

@@ -142,7 +142,7 @@ BREAKAGES = (
     Breakage("Opacus optimizer: gradient noise at σ_eff", "fairdp_core/opacus_compat.py",
              "self.noise_multiplier, self.max_grad_norm = self.grad_noise_multiplier,",
              "self.noise_multiplier, self.max_grad_norm = self.noise_multiplier,"),
-    # the rivals (issue 15): DPSGD-F, DPSGD-Global-Adapt, AdaClip
+    # the rivals: DPSGD-F, DPSGD-Global-Adapt, AdaClip
     Breakage("rivals: gradient noise at σ_eff (their counts not paid for)", "fairdp_core/rules/base.py",
              "return Sigmas(split_sigma(sigma_eff, count_multiplier), sigma_b, None, sigma_eff)",
              "return Sigmas(sigma_eff, sigma_b, None, sigma_eff)"),

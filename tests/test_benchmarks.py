@@ -1,4 +1,4 @@
-"""benchmarks/gpu_timing.py, the prepared GPU timing script of issue 17: its dataset shapes are the gpu profile's
+"""benchmarks/gpu_timing.py, the prepared GPU timing script: its dataset shapes are the gpu profile's
 data, its run counts and step counts are the profile's, and its extrapolation is the arithmetic it states. Run on the
 CPU with a few small banks (the script itself is for a GPU machine)."""
 

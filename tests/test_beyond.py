@@ -1,4 +1,4 @@
-"""Attribute inference and model inversion (issue 13): hand-sized toys whose answer is known, success against an
+"""Attribute inference and model inversion: hand-sized toys whose answer is known, success against an
 overfit model (above the base rate, with its interval), chance against an untrained one (the interval covers it).
 Seeds are fixed; tolerances are stated at each assertion."""
 

@@ -17,7 +17,7 @@ def test_project_params_are_valid():
     p = load_params(ROOT / "params.yaml")
     assert p.seed >= 0
     assert set(p.data.datasets) == {"adult", "bank", "credit", "law", "law_paper", "compas", "mnist", "utkface",
-                                    # issue 13's variants: the attribute out of the inputs; a memorising Adult;
+                                    # the beyond-membership variants: the attribute out of the inputs; a memorising Adult;
                                     # MNIST's 60,000 and UTKFace's whole training split
                                     "adult_blind", "law_paper_blind", "compas_blind", "adult_small", "mnist_full",
                                     "utkface_full"}

@@ -50,7 +50,7 @@ def loaded(params):
 def test_recorded_checksums_match_source_md(mirror):
     """checksums.json was taken from SOURCE.md; the mirror's files carry exactly those hashes."""
     for folder, files in checksums().items():
-        if folder == "cifar10":  # not in the mirror (issue 13): its hash is the canonical archive's, tested apart
+        if folder == "cifar10":  # not in the mirror: its hash is the canonical archive's, tested apart
             assert set(files) == {"cifar-10-python.tar.gz"}
             continue
         text = (mirror / folder / "SOURCE.md").read_text()

@@ -174,3 +174,19 @@ def test_opacus_private_api_is_pinned_to_the_tested_range():
     v = tuple(int(x) for x in version("opacus").split(".")[:2])
     assert tuple(map(int, lo.split(".")[:2])) <= v < tuple(map(int, hi.split(".")[:2])), (version("opacus"), spec)
     assert {"std", "reference", "generator", "secure_mode"} <= set(inspect.signature(_generate_noise).parameters)
+
+
+def test_no_history_outside_git():
+    """No issue numbers and no "the issue's" in what ships: notebooks (the pages), profiles, params.yaml, tests and
+    benchmarks' code. History belongs to git and the closing notes."""
+    import re
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    files = [*root.glob("notebooks/*.py"), *root.glob("profiles/*.yaml"), root / "params.yaml",
+             *root.glob("tests/*.py"), *root.glob("benchmarks/*.py")]
+    pattern = re.compile(r"\bissue[- ]?\d+|\bthe issue's\b|\bissues? \d+", re.IGNORECASE)
+    me = Path(__file__).resolve()
+    hits = [f"{f.relative_to(root)}:{i}: {line.strip()[:80]}" for f in files if f.resolve() != me
+            for i, line in enumerate(f.read_text().splitlines(), 1) if pattern.search(line)]
+    assert not hits, hits

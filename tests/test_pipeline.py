@@ -53,7 +53,7 @@ def test_profiles_are_valid(project, profile):
     if profile == "paper":
         assert p.audit.R == 200 and p.train.epochs == 20 and p.train.batch_size == 256 and p.train.lr == 0.1
         assert p.audit.m == "all" and p.train.clip == 5.0 and "law_paper" in p.data.datasets
-        # 7 DP rules at ε 1 and 10 plus SGD, and DP-SGD at ε = 2 (issue 13), 16 seeds
+        # 7 DP rules at ε 1 and 10 plus SGD, and DP-SGD at ε = 2, 16 seeds
         assert sum(1 for r in p.runs.values() if r.dataset == "adult") == 16 * (1 + 7 * 2 + 1)
     if profile == "gpu":  # the paper's full grid: every dataset of the paper, m = n, 2R = 400, on CUDA, sharded
         assert p.audit.m == "all" and p.audit.R == 200 and p.train.device == "cuda" and p.compute.workers > 1
@@ -61,18 +61,18 @@ def test_profiles_are_valid(project, profile):
         assert {(g.dataset, g.model) for g in p.grid} == {(d, "lr") for d in ("adult", "bank", "credit", "law_paper",
                                                                               "compas")} | {
             ("mnist", "mlp"), ("mnist", "cnn"), ("utkface", "cnn")}
-        membership = [g for g in p.grid if g.epsilons != [2]]  # the rest: issue 13's DP-SGD banks at ε = 2
+        membership = [g for g in p.grid if g.epsilons != [2]]  # the rest: the beyond-membership DP-SGD banks at ε = 2
         assert all(set(g.algorithms) == {"sgd", "dpsgd", "dpsgd_s"} and g.epsilons == [1, 10] for g in membership)
         assert all(g.algorithms == ["dpsgd"] for g in p.grid if g not in membership)
         assert {g.dataset: g.seeds for g in membership}["adult"] == 16 and min(g.seeds for g in p.grid) >= 6
         assert len(p.runs) == 5 * 16 * 5 + 3 * 6 * 5 + 3 * 16 + 3 * 6
     if profile == "default":  # both cores: MLP/CNN banks over 2 one-thread workers, LR banks (seconds) in-process
         assert p.compute.workers == 2 and p.compute.shard_models == ["mlp", "cnn", "cnn_relu"]
-        # the 30-minute profile (issue 17): every paper dataset but UTKFace, SGD / DP-SGD / DP-SGD-S at ε 1 and 10
+        # the 30-minute profile: every paper dataset but UTKFace, SGD / DP-SGD / DP-SGD-S at ε 1 and 10
         assert {(r.dataset, r.model) for r in p.runs.values() if r.algorithm == "dpsgd_s" and r.epsilon == 1} == {
             (d, "lr") for d in ("adult", "law_paper", "bank", "credit", "compas")} | {("mnist", "mlp")}
         assert len(p.runs) == 65
-    if profile == "full":  # the default profile's settings over the grid it had until issue 17
+    if profile == "full":  # the default profile's settings over the grid it had before the 30-minute profile
         assert len(p.runs) == 141 and {r.dataset for r in p.runs.values()} >= {"utkface", "law_paper_blind"}
     if profile in ("pilot", "pilot_law"):
         assert p.audit.m == "all" and p.audit.R == 50 and len(p.runs) == 8 * 4

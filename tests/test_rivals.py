@@ -1,4 +1,4 @@
-"""DP-SGD-S's rivals (issue 15): DPSGD-F (Xu et al. 2021), DPSGD-Global-Adapt (Esipova et al. 2023) and AdaClip
+"""DP-SGD-S's rivals: DPSGD-F (Xu et al. 2021), DPSGD-Global-Adapt (Esipova et al. 2023) and AdaClip
 (Andrew et al. 2021), in the engine and as Opacus optimizers.
 
 Each rule's bounds (or factors) on a fixed batch with fixed noise against a hand computation of the published

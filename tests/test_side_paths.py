@@ -195,7 +195,7 @@ def test_prv_epsilon_agrees_with_dp_accountings_pld_within_one_percent(target, q
     """At each study design, σ calibrated by the project (PRV, δ = 1e-5) and its reported ε against Google's
     dp-accounting PLD accountant (an independent implementation; discretisation 1e-3) for the same (σ, q, T).
     Opacus's PRV ε is an upper bound, its estimate plus the error margin handed to it (0.01 at these targets): the
-    PLD ε lies below it, and within 0.5% of its estimate (tighter than the issue's 1%: measured 0.2% at ε = 1); and
+    PLD ε lies below it, and within 0.5% of its estimate (tighter than the 1% asked: measured 0.2% at ε = 1); and
     the PLD ε does not exceed the target. A margin 10 times larger fails here at ε = 1 (and in the composed test)."""
     steps = round(epochs / q)
     sigma = calibrate_sigma(target, sample_rate=q, steps=steps, delta=1e-5, accountant="prv")

@@ -1,4 +1,4 @@
-"""DPDSyn (issue 14): the DP step's noise scale, ε against the accountant, the generator as post-processing of the
+"""DPDSyn: the DP step's noise scale, ε against the accountant, the generator as post-processing of the
 releases, the released table's schema, and task-oriented beating random on a toy task. Fast (seconds), seeded."""
 
 from __future__ import annotations
