@@ -29,9 +29,8 @@ from .claims_report import SHORT as _RULE_SHORT
 from .results import DATASET_LABELS
 
 __all__ = ["FRONTIER_CLAIMS", "FRONTIER_DIR", "FRONTIER_MNIST_PROFILE", "FRONTIER_PROFILE", "FRONTIER_SOURCES",
-           "PREDICTIONS", "frontier_cells",
-           "frontier_figure", "frontier_first_screen", "frontier_frame", "frontier_quoted", "frontier_section",
-           "planned_points", "write_frontier_csv"]
+           "PREDICTIONS", "cell_progress", "frontier_cells", "frontier_figure", "frontier_first_screen",
+           "frontier_frame", "frontier_quoted", "frontier_section", "planned_points", "write_frontier_csv"]
 
 FRONTIER_DIR = "reports/paper/frontier"
 FRONTIER_PROFILE = "profiles/frontier.yaml"
@@ -119,6 +118,14 @@ def _primary(table: pd.DataFrame, rule: str = "dpsgd_s_paper") -> pd.DataFrame:
     return table[(table.rule == rule) & (table.axis == "accuracy")] if not table.empty else table
 
 
+def cell_progress(points: pd.DataFrame, cell: tuple) -> str:
+    """A cell with no row yet: "not run yet", or how many of its frontier runs are stored while no seed holds all
+    of its points."""
+    n = 0 if points.empty else int(((points.dataset == cell[0]) & (points.model == cell[1])
+                                     & (points.epsilon == cell[2]) & (points.source == "frontier")).sum())
+    return "not run yet" if n == 0 else f"in progress: {n} frontier runs stored, no seed complete yet"
+
+
 def frontier_first_screen(table: pd.DataFrame, n_cells: int) -> str:
     """A clause for the index's first screen: the deciding rule's verdicts at equal accuracy, counted over the LR
     cells run (the quoted claims' table names it for its cells)."""
@@ -162,6 +169,9 @@ def frontier_figure(points: pd.DataFrame, cells: list[tuple], figures_dir: Path,
                 ax.text(0.5, 0.5, "not run yet", ha="center", va="center", transform=ax.transAxes)
                 continue
             dp, seeds = frontier_points(points, cell, (planned or {}).get(cell))
+            if not seeds:
+                ax.text(0.5, 0.5, cell_progress(points, cell), ha="center", va="center", transform=ax.transAxes)
+                continue
             lab = ALGORITHM_LABELS["dpsgd"]
             col = colours.setdefault(lab, plots._color(lab))
             ax.scatter(100 * dp.accuracy, dp.delta_cross_fit, s=9, color=col, alpha=0.25, lw=0)
@@ -380,7 +390,7 @@ def frontier_section(points: pd.DataFrame, table: pd.DataFrame, cells: list[tupl
         g = table[(table.dataset == cell[0]) & (table.model == cell[1]) & (table.epsilon == cell[2])]
         if g.empty:
             rows.append(f"<tr><td>{DATASET_LABELS.get(cell[0], cell[0])}</td><td>{cell[2]:g}</td>"
-                        "<td colspan='10'>not run yet</td></tr>")
+                        f"<td colspan='10'>{cell_progress(points, cell)}</td></tr>")
             continue
         for rule in ARMS:
             acc = g[(g.rule == rule) & (g.axis == "accuracy")]

@@ -68,7 +68,8 @@ def _summaries(where: Path = SUMMARIES) -> list[dict]:
     return [json.loads(p.read_text()) for p in sorted(where.glob("*.json"))]
 
 
-@pytest.mark.parametrize("profile", ["claims", "claims_mnist", "claims_mnist_cnn", "claims_utkface", "frontier"])
+@pytest.mark.parametrize("profile", ["claims", "claims_mnist", "claims_mnist_cnn", "claims_utkface", "frontier",
+                                     "frontier_mnist"])
 def test_committed_summaries_come_from_history_and_the_profile(profile, tmp_path_factory):
     """Every committed summary of a campaign profile: its commit is an ancestor of HEAD, and its effective plan
     (train and attack plans, the attacks run) is that profile's for that run, hash included."""

@@ -275,3 +275,16 @@ def test_the_blinded_seed_rule_reads_spreads_only():
     assert frontier._seeds_asked(-mid, f) == frontier._seeds_asked(mid, f)
     row = frontier_table(_points(0.886, 50 * 0.006))
     assert row[row.axis == "accuracy"].iloc[0].seeds_asked_cross_fit >= 6
+
+
+def test_a_cell_in_progress_says_so():
+    """A cell with frontier runs but no complete seed: how many runs are stored, not "not run yet"."""
+    import pandas as pd
+
+    from fairdp_core.frontier_report import cell_progress
+
+    pts = pd.DataFrame({"dataset": ["mnist", "mnist", "mnist"], "model": ["mlp"] * 3, "epsilon": [10.0] * 3,
+                        "source": ["frontier", "frontier", "claims"]})
+    assert cell_progress(pts, ("mnist", "mlp", 10.0)) == "in progress: 2 frontier runs stored, no seed complete yet"
+    assert cell_progress(pts, ("bank", "lr", 10.0)) == "not run yet"
+    assert cell_progress(pd.DataFrame(), ("bank", "lr", 10.0)) == "not run yet"

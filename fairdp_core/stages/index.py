@@ -31,6 +31,7 @@ def write_index(params):
     from ..frontier_report import (
         FRONTIER_CLAIMS,
         FRONTIER_SOURCES,
+        cell_progress,
         frontier_cells,
         frontier_figure,
         frontier_first_screen,
@@ -50,7 +51,8 @@ def write_index(params):
     cells = [c for _, prof in FRONTIER_SOURCES for c in frontier_cells(params.resolve(prof))]
     figures = params.resolve("reports/figures") / "index"
     # the index first: it fails (before writing anything) when a run's results are missing
-    quoted = {c: "not run yet" for c in cells} | frontier_quoted(table)  # the rest: "not planned"
+    # the cells not run or in progress; the rest: "not planned"
+    quoted = {c: cell_progress(points, c).split(":")[0] for c in cells} | frontier_quoted(table)
     first = (claims_first_screen(claims_dir, profile, frame=frame, quoted_extra=quoted,
                                  equal_accuracy=frontier_first_screen(table, len(cells)))
              + claims_figure(frame, figures))
