@@ -276,8 +276,10 @@ def _run_task(params: Params, name: str, part: str, commit: str) -> tuple[str, d
     from .atomic import jsonable
 
     torch.set_num_threads(1)
-    if params.runs[name].model in params.compute.shard_models:
-        params = params.model_copy(update={"compute": params.compute.model_copy(update={"workers": 1})})
+    # serial in this process whatever the backend (shard_models [] keeps even a Ray profile from sharding); the
+    # summary's execution record says so (workers 1), and that record is not compared by `claims verify`
+    params = params.model_copy(update={"compute": params.compute.model_copy(update={"workers": 1,
+                                                                                      "shard_models": []})})
     return name, json.loads(json.dumps(jsonable(run_one(params, name, part, None, commit=commit, progress=False))))
 
 
@@ -303,27 +305,31 @@ class CampaignPool:
         yield from (self._ray(calls) if self.backend == "ray" else self._loky(calls))
 
     def _loky(self, calls: list[tuple]) -> Iterator[tuple[str, dict]]:
-        from concurrent.futures import as_completed
+        from concurrent.futures import FIRST_COMPLETED, wait
 
         from joblib.externals.loky import get_reusable_executor
 
         ex = get_reusable_executor(max_workers=self.workers, reuse=True)
-        futures = {ex.submit(self.task, *c): c[1] for c in calls}
-        failed: list[tuple[str, BaseException]] = []
-        for f in as_completed(futures):
-            if f.cancelled():
-                continue
-            try:
-                got = f.result()
-            except Exception as e:  # a worker killed (TerminatedWorkerError: every run in flight fails) or a raise
-                if not failed:
-                    for g in futures:
-                        g.cancel()  # the runs not started yet; those in flight on live workers finish
-                failed.append((futures[f], e))
-                continue
-            yield got
+        todo, pending, failed = list(calls), {}, []
+        try:
+            while pending or (todo and not failed):
+                while todo and not failed and len(pending) < self.workers:  # at most one run per worker in flight
+                    c = todo.pop(0)
+                    pending[ex.submit(self.task, *c)] = c[1]
+                done, _ = wait(list(pending), return_when=FIRST_COMPLETED)
+                for f in done:
+                    name = pending.pop(f)
+                    try:
+                        got = f.result()
+                    except Exception as e:  # a worker killed (TerminatedWorkerError: its pool's runs all fail)
+                        failed.append((name, e))
+                        continue
+                    yield got
+        except BaseException:  # Ctrl-C, or the caller stopped: no worker keeps training
+            ex.shutdown(wait=False, kill_workers=True)
+            raise
         if failed:
-            self._fail(failed)
+            self._fail(failed, not_started=[c[1] for c in todo])
 
     def _ray(self, calls: list[tuple]) -> Iterator[tuple[str, dict]]:
         import ray
@@ -333,7 +339,7 @@ class CampaignPool:
         ray_connect(self.ray_address, num_cpus=self.workers)
         task = ray.remote(self.task).options(num_cpus=1, max_retries=0)
         todo, pending, failed = list(calls), {}, []
-        while todo or pending:
+        while pending or (todo and not failed):
             while todo and not failed and len(pending) < self.workers:
                 c = todo.pop(0)
                 pending[task.remote(*c)] = c[1]
@@ -345,14 +351,15 @@ class CampaignPool:
                 except Exception as e:  # a Ray worker died or the run raised
                     failed.append((name, e))
         if failed:
-            self._fail(failed)
+            self._fail(failed, not_started=[c[1] for c in todo])
 
-    def _fail(self, failed: list[tuple[str, BaseException]]) -> None:
+    def _fail(self, failed: list[tuple[str, BaseException]], not_started: list[str]) -> None:
         e = failed[0][1]
         lines = [ln.strip() for ln in str(e).splitlines() if ln.strip()]
         why = " ".join(lines[:1] + [ln for ln in lines[1:] if "exit code" in ln])  # one line, the exit codes kept
+        rest = f"; {len(not_started)} runs not started" if not_started else ""
         raise CampaignError(f"{', '.join(n for n, _ in failed)}: a campaign worker failed ({type(e).__name__}: "
-                            f"{why}); the finished runs' summaries are written: run the same command again to "
+                            f"{why}){rest}; the finished runs' summaries are written: run the same command again to "
                             "resume") from e
 
 
@@ -385,14 +392,21 @@ def verify_run(params: Params, stored: dict, work: Path, *, progress: bool = Fal
     again = json.loads(json.dumps(jsonable(run_one(params, name, stored["part"], work, commit=stored["commit"],
                                                    progress=progress))))  # as the summary file holds it
     keys = (set(stored) | set(again)) - set(NOT_REPRODUCED)
-    return sorted(k for k in keys if stored.get(k) != again.get(k))
+
+    def same(k: str) -> bool:
+        if k == "execution":  # the shard count moves no bit (tests/test_shard.py); threads and MKL_CBWR can
+            return ({**(stored.get(k) or {}), "workers": None} == {**(again.get(k) or {}), "workers": None})
+        return stored.get(k) == again.get(k)
+
+    return sorted(k for k in keys if not same(k))
 
 
 def numerics_shift(old: list[dict], new: list[dict], *, alpha: float = 0.05) -> list[dict]:
-    """What a numerics version bump moves: per algorithm of ``new``, the per-seed difference new − old (the same
-    run name, seed and plan at two numerics versions) of each estimator's Δ and of accuracy, with its mean and
-    two-sided t interval at ``alpha`` over the paired seeds. A bump that moves no result beyond chance has
-    intervals that hold 0."""
+    """What a numerics version bump moves: per cell and algorithm of ``new`` (dataset, model, ε, algorithm), the
+    per-seed difference new − old (the same run name and plan in both) of each estimator's Δ and of accuracy, with
+    its mean and two-sided t interval at ``alpha`` over the paired seeds. A bump that moves no result beyond chance
+    has intervals that hold 0; with fewer than 2 pairs there is no interval (``holds_zero`` None). A run of
+    ``new`` without its old twin is counted in ``unpaired``."""
     import numpy as np
     from scipy import stats
 
@@ -402,22 +416,27 @@ def numerics_shift(old: list[dict], new: list[dict], *, alpha: float = 0.05) -> 
     quantities = {f"Δ {est.replace('_', '-')} (pp)": (lambda s, a=attack: s["attacks"][a]["delta_pp"])
                   for est, attack in ESTIMATORS.items()}
     quantities["accuracy (pp)"] = lambda s: 100 * s["accuracy"]["mean"]
+
+    def arm(s: dict) -> tuple:
+        return s["dataset"], s["model"], float(s["epsilon"]), s["algorithm"]
+
     rows = []
-    for alg in sorted({s["algorithm"] for s in new}):
-        pairs = [(by_run[s["run"]], s) for s in sorted(new, key=lambda s: s["seed"])
-                 if s["algorithm"] == alg and s["run"] in by_run]
+    for key in sorted({arm(s) for s in new}):
+        runs = sorted((s for s in new if arm(s) == key), key=lambda s: s["seed"])
+        pairs = [(by_run[s["run"]], s) for s in runs if s["run"] in by_run]
         for o, n in pairs:
-            if o["plan_sha256"] != n["plan_sha256"] or o["numerics"] == n["numerics"]:
-                raise ValueError(f"{n['run']}: not the same plan at two numerics versions")
+            if o["plan_sha256"] != n["plan_sha256"]:
+                raise ValueError(f"{n['run']}: not the same plan in both directories")
         for label, get in quantities.items():
             d = np.array([get(n) - get(o) for o, n in pairs], dtype=float)
             k = len(d)
             mean = float(d.mean()) if k else float("nan")
             half = float(stats.t.ppf(1 - alpha / 2, k - 1) * d.std(ddof=1) / np.sqrt(k)) if k > 1 else float("nan")
-            rows.append({"algorithm": alg, "quantity": label, "seeds": k,
-                         "versions": f"{pairs[0][0]['numerics']} → {pairs[0][1]['numerics']}" if pairs else "",
+            rows.append({"dataset": key[0], "model": key[1], "epsilon": key[2], "algorithm": key[3],
+                         "quantity": label, "seeds": k, "unpaired": len(runs) - k,
+                         "versions": " / ".join(sorted({f"{o['numerics']} → {n['numerics']}" for o, n in pairs})),
                          "mean": mean, "lo": mean - half, "hi": mean + half,
-                         "holds_zero": bool(k > 1 and mean - half <= 0 <= mean + half)})
+                         "holds_zero": bool(mean - half <= 0 <= mean + half) if k > 1 else None})
     return rows
 
 
@@ -458,11 +477,14 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     if args.action == "numerics-shift":
         read = [[json.loads(f.read_text()) for f in sorted(Path(d).glob("*.json"))] for d in (args.old, args.new)]
-        print("| algorithm | quantity | versions | seeds | new − old | 95% t interval | holds 0 |")
-        print("|---|---|---|---|---|---|---|")
+        print("| cell | algorithm | quantity | versions | seeds | new − old | 95% t interval | holds 0 |")
+        print("|---|---|---|---|---|---|---|---|")
         for r in numerics_shift(*read):
-            print(f"| {r['algorithm']} | {r['quantity']} | {r['versions']} | {r['seeds']} | {r['mean']:+.3f} | "
-                  f"[{r['lo']:+.3f}, {r['hi']:+.3f}] | {'yes' if r['holds_zero'] else 'NO'} |")
+            verdict = {True: "yes", False: "NO", None: "n/a (under 2 pairs)"}[r["holds_zero"]]
+            ci = "—" if r["holds_zero"] is None else f"[{r['lo']:+.3f}, {r['hi']:+.3f}]"
+            print(f"| {r['dataset']} {r['model']} ε {r['epsilon']:g} | {r['algorithm']} | {r['quantity']} | "
+                  f"{r['versions']} | {r['seeds']}" + (f" ({r['unpaired']} unpaired)" if r["unpaired"] else "")
+                  + f" | {r['mean']:+.3f} | {ci} | {verdict} |")
         return 0
     params = load_params(args.params)
     if not params.profile.startswith(CAMPAIGN_PREFIX):
@@ -493,6 +515,10 @@ def main(argv: list[str] | None = None) -> int:
         return 1 if bad else 0
     if args.workers < 1:
         raise ConfigError(f"--workers {args.workers}: need at least 1")
+    if args.action == "runs":
+        args.names = list(dict.fromkeys(args.names))  # a name given twice runs once
+    if args.action == "run" and args.min_seeds < 1:
+        raise ConfigError(f"--min-seeds {args.min_seeds}: at least 1")
     unknown = [n for n in args.names if n not in params.runs] if args.action == "runs" else []
     if unknown:  # every name checked before any work
         raise ConfigError(f"{', '.join(unknown)}: not runs of profile {params.profile!r}")

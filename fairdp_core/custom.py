@@ -97,7 +97,8 @@ class CustomAudit:
         names = self.summary["group_names"]
         contrasts = a.get("contrasts") or []
         detected = any(c["lo_pp"] > 0 or c["hi_pp"] < 0 for c in contrasts)
-        out = [f"Is some group at higher membership risk? {'Yes' if detected else 'No difference detected'}: "
+        answer = "Yes" if detected else "No difference detected" if contrasts else "Not testable (no contrast)"
+        out = [f"Is some group at higher membership risk? {answer}: "
                f"Δ = {a['delta_pp']:.2f} pp [{a['delta_lo']:.2f}, {a['delta_hi']:.2f}] over {len(names)} groups, "
                f"null floor {a['null_floor_pp']:.2f} pp (PA-ALOOA cross-fitted; no group is riskier when "
                f"{'every pair' if len(names) > 2 else 'the pair'}'s 95% interval holds 0)."]
@@ -230,8 +231,8 @@ def _slice_rows(contribs: dict[str, np.ndarray], labels: np.ndarray, slice_name:
             rows.append({"slice": slice_name, "value": v, "attack": attack, "n_records": int(sel.sum()),
                          "gpr_pp": 100 * gpr_k, "lo_pp": lo_pp, "hi_pp": hi_pp, "delta_lo_pp": d_lo,
                          "delta_hi_pp": d_hi,
-                         # an interval over half of what is possible says nothing about this slice
-                         "uninformative": bool(not hi_pp - lo_pp < 100 or not d_hi - d_lo < 100)})
+                         # this value's own interval: missing, or over half of what is possible (200 pp)
+                         "uninformative": bool(not hi_pp - lo_pp < 100)})
     return rows
 
 
@@ -315,10 +316,15 @@ def audit_bank(loss: np.ndarray, membership: np.ndarray, groups: np.ndarray, *, 
             if len(labels) != loss.shape[1]:
                 raise ValueError(f"slice {name!r} has {len(labels)} labels for {loss.shape[1]} audited records")
             slice_rows += _slice_rows(contribs, labels, name, alpha)
+    def clip(v, lo: float, hi: float):  # a number, or a list of numbers and None; None stays None
+        if isinstance(v, (list, tuple, np.ndarray)):
+            return [clip(x, lo, hi) for x in (v.tolist() if isinstance(v, np.ndarray) else v)]
+        return v if v is None or not np.isfinite(v) else float(min(max(v, lo), hi))
+
     for s in attacks.values():  # what is possible: GPR within ±1 (fractions here), Δ within [0, 200] pp
         for k, (lo, hi) in (("gpr_lo", (-1, 1)), ("gpr_hi", (-1, 1)), ("delta_lo", (0, 200)), ("delta_hi", (0, 200))):
-            if s.get(k) is not None:
-                s[k] = np.clip(np.asarray(s[k], dtype=float), lo, hi).tolist()
+            if k in s:
+                s[k] = clip(s[k], lo, hi)
     summary = {"title": title, "m": int(loss.shape[1]), "n_models": int(M), "group_names": names,
                "attacks": {a: {k: v for k, v in s.items() if k in ("gpr", "gpr_lo", "gpr_hi", "delta_pp", "delta_lo",
                                                                      "delta_hi", "null_floor_pp", "p_delta_gt_0",
@@ -435,7 +441,7 @@ def audit_model(X: np.ndarray, y: np.ndarray, groups: np.ndarray, *, model="mlp"
                 slices: Mapping[str, np.ndarray] | None = None, intersections: list[tuple[str, str]] | None = None,
                 min_per_group: int = 20, alpha: float = 0.05, progress: bool = True, class_names: list[str] | None = None,
                 title: str = "custom model", extra: Mapping | None = None,
-                log: Callable[[str], None] | None = None) -> CustomAudit:
+                log: Callable[[str], None] | None = None, memory_check: bool = True) -> CustomAudit:
     """Train 2R models on complementary halves of ``m`` audited records (stratified by group; every other record
     in every model) with ``algorithm`` ("sgd", or "dpsgd" at ``epsilon``; δ by default min(1e-5, n^-1.1), below
     1/n), and audit them (:func:`audit_bank`). ``groups`` [n]: integer codes 0..K−1 (``group_names``) or labels. ``slices``
@@ -473,9 +479,9 @@ def audit_model(X: np.ndarray, y: np.ndarray, groups: np.ndarray, *, model="mlp"
     n_classes = int(n_classes or y.max() + 1)
     m = int(min(m or min(n // 2, 1000), n))
     need, have = memory_estimate(2 * R, m), available_memory()
-    if have is not None and need > have:
+    if memory_check and have is not None and need > have:
         raise ValueError(f"--R {R}: {2 * R} models auditing {m} records need about {_gb(need)}, more than the "
-                         f"{_gb(have)} this machine has free; lower --R (or --m)")
+                         f"{_gb(have)} this machine has free; lower --R (or --m), or pass --no-memory-check")
     steps = int(np.ceil(epochs * n / batch_size))
     if log is not None:
         log(f"{2 * R} models x {steps} steps each on {n} records, {m} audited; about {_gb(need)} of memory"
@@ -538,10 +544,11 @@ TEXT_LEVELS_MAX = 50
 # A label with more values than this is refused unless asked for (--max-classes): a numeric column such as age read
 # as a label trains a model with a class per value.
 MAX_CLASSES = 20
-# Peak memory of audit-custom, measured here (maximum RSS, MLP, 2 features): 0.6 GB at R = 8, then about 6 kB per
+# Peak memory of audit-custom, measured here (maximum RSS, MLP, 2 features): 0.6 GB at R = 8, then about 4.5 kB per
 # model and audited record (R = 400: 1.4 GB with 160 audited records, 4.1 GB with 1,000), the attacks' per-model
-# arrays over the audited records dominating.
-BASE_BYTES, BYTES_PER_MODEL_RECORD = 0.6e9, 6e3
+# arrays over the audited records dominating. A rough guide (it ignores the feature count and model size): a
+# refusal can be overridden (memory_check=False, --no-memory-check).
+BASE_BYTES, BYTES_PER_MODEL_RECORD = 0.6e9, 4.5e3
 
 
 def check_recipe(*, algorithm: str = "dpsgd", epsilon: float | None = 10.0, R: int = 8, m: int | None = None,
@@ -728,7 +735,7 @@ def audit_csv(path: str | os.PathLike, *, label: str, group: str, model="mlp", s
     y = np.searchsorted(classes, df[label].astype(str)).astype(np.int64)
     group_values = sorted(df[group].astype(str).unique())
     gcode = np.searchsorted(group_values, df[group].astype(str)).astype(np.int64)
-    for c in feats:  # after every refusal: a warning never precedes an error
+    for c in feats:  # after the file's refusals (audit_model's own checks come later)
         if c != group and df[c].nunique() == 1:
             warn(f"column {c!r} has one value ({str(df[c].iloc[0])!r}) in every row: it tells the models nothing "
                  f"(kept; --drop {c} leaves it out)")

@@ -507,6 +507,12 @@ def test_verify_run_compares_every_field_but_commit_and_times(monkeypatch, claim
     assert claims.verify_run(claims_params, stored, tmp_path) == ["accuracy"]
     again.pop("accuracy")
     assert claims.verify_run(claims_params, stored, tmp_path) == ["accuracy"]  # a field lost is a difference too
+    again["accuracy"] = stored["accuracy"]
+    stored["execution"] = {"threads": 1, "workers": 1, "MKL_CBWR": "COMPATIBLE"}  # a campaign worker's run
+    again["execution"] = {"threads": 1, "workers": 2, "MKL_CBWR": "COMPATIBLE"}  # rerun with 2 shards: same bits
+    assert claims.verify_run(claims_params, stored, tmp_path) == []
+    again["execution"] = {"threads": 2, "workers": 2, "MKL_CBWR": "COMPATIBLE"}  # threads can move a CNN's bits
+    assert claims.verify_run(claims_params, stored, tmp_path) == ["execution"]
     ran.clear()
     for bad in ({"plan_sha256": "0"}, {"numerics": claims.NUMERICS_VERSION + 1}, {"run": "no-such-run"}):
         with pytest.raises(ConfigError):
@@ -684,26 +690,46 @@ def test_claims_runs_names_an_unknown_run_before_any_work(claims_params, tmp_pat
 
 def test_numerics_shift_by_hand():
     """new − old per seed, its mean and t interval, by hand: differences 0.1, -0.1, 0.3 (mean 0.1, SD 0.2, 3 seeds:
-    half-width t(0.975, 2) · 0.2 / √3 = 0.4968); an arm that moved by 1 pp on every seed does not hold 0; a pair
-    at the same version, or of another plan, is refused."""
+    half-width t(0.975, 2) · 0.2 / √3 = 0.4968); an arm that moved by 1 pp on every seed does not hold 0; arms of
+    another cell are not pooled; one pair gives no interval (None, not "moved"); a pair of another plan is refused."""
     from fairdp_core.claims import numerics_shift
 
-    def s(alg, seed, d, acc=0.9, v=1, plan="p"):
-        return {"run": f"{alg}-s{seed}", "algorithm": alg, "seed": seed, "numerics": v, "plan_sha256": plan,
-                "accuracy": {"mean": acc}, "attacks": {"alooa_cross_fit": {"delta_pp": d},
-                                                        "alooa_in_sample": {"delta_pp": d + 1.0}}}
+    def s(alg, seed, d, acc=0.9, v=1, plan="p", ds="law"):
+        return {"run": f"{ds}-{alg}-s{seed}", "dataset": ds, "model": "lr", "epsilon": 10, "algorithm": alg,
+                "seed": seed, "numerics": v, "plan_sha256": plan, "accuracy": {"mean": acc},
+                "attacks": {"alooa_cross_fit": {"delta_pp": d}, "alooa_in_sample": {"delta_pp": d + 1.0}}}
 
-    old = [s("rule", i, 1.0) for i in range(3)] + [s("moved", i, 1.0) for i in range(3)]
+    old = [s("rule", i, 1.0) for i in range(3)] + [s("moved", i, 1.0) for i in range(3)] + [s("rule", 0, 5.0, ds="mn")]
     new = ([s("rule", i, 1.0 + x, v=2) for i, x in enumerate([0.1, -0.1, 0.3])]
-           + [s("moved", i, 2.0 + 0.01 * i, acc=0.91, v=2) for i in range(3)])
-    rows = {(r["algorithm"], r["quantity"]): r for r in numerics_shift(old, new)}
-    r = rows[("rule", "Δ cross-fit (pp)")]
-    assert r["seeds"] == 3 and r["versions"] == "1 → 2" and r["holds_zero"]
+           + [s("moved", i, 2.0 + 0.01 * i, acc=0.91, v=2) for i in range(3)] + [s("rule", 0, 5.0, v=2, ds="mn")]
+           + [s("rule", 9, 1.0, v=2)])  # no old twin
+    rows = {(r["dataset"], r["algorithm"], r["quantity"]): r for r in numerics_shift(old, new)}
+    r = rows[("law", "rule", "Δ cross-fit (pp)")]
+    assert r["seeds"] == 3 and r["unpaired"] == 1 and r["versions"] == "1 → 2" and r["holds_zero"]
     np.testing.assert_allclose([r["mean"], r["hi"] - r["mean"]], [0.1, 0.4968], atol=1e-4)
-    assert rows[("rule", "accuracy (pp)")]["mean"] == 0.0
-    assert not rows[("moved", "Δ cross-fit (pp)")]["holds_zero"]
-    np.testing.assert_allclose(rows[("moved", "accuracy (pp)")]["mean"], 1.0)
-    with pytest.raises(ValueError, match="rule-s0: not the same plan"):
-        numerics_shift(old, [s("rule", 0, 1.0, v=1)])
-    with pytest.raises(ValueError, match="rule-s0: not the same plan"):
+    assert rows[("law", "rule", "accuracy (pp)")]["mean"] == 0.0
+    assert rows[("law", "moved", "Δ cross-fit (pp)")]["holds_zero"] is False
+    np.testing.assert_allclose(rows[("law", "moved", "accuracy (pp)")]["mean"], 1.0)
+    one = rows[("mn", "rule", "Δ cross-fit (pp)")]
+    assert one["seeds"] == 1 and one["holds_zero"] is None
+    with pytest.raises(ValueError, match="law-rule-s0: not the same plan"):
         numerics_shift(old, [s("rule", 0, 1.0, v=2, plan="q")])
+
+
+def test_a_campaign_worker_trains_its_bank_in_its_own_process(monkeypatch, claims_params):
+    """_run_task hands run_one a profile whose bank cannot shard (workers 1, shard_models []), whatever the
+    profile's compute says, including shard_models null ("every model") and a Ray backend."""
+    import fairdp_core.claims as claims
+
+    seen = {}
+
+    def fake(params, name, part, summaries, *, commit, progress):
+        seen.update(workers=params.compute.workers, shard_models=params.compute.shard_models, summaries=summaries)
+        return {"run": name}
+
+    monkeypatch.setattr(claims, "run_one", fake)
+    name = next(iter(claims_params.runs))
+    for compute in ({"shard_models": None}, {"backend": "ray", "workers": 4}):
+        p = claims_params.model_copy(update={"compute": claims_params.compute.model_copy(update=compute)})
+        assert claims._run_task(p, name, "part", "c") == (name, {"run": name})
+        assert seen == {"workers": 1, "shard_models": [], "summaries": None}

@@ -183,7 +183,8 @@ BAD_FLAGS = {
     "epochs 0": (["--epochs", "0"], "--epochs 0.0: must be positive"),
     "batch 0": (["--batch-size", "0"], "--batch-size 0: at least 1"),
     "clip 0": (["--clip", "0"], "--clip 0.0: the clip bound must be positive"),
-    "R beyond memory": (["--R", "10000000"], "--R 10000000: 20000000 models auditing 24 records need about"),
+    "R beyond memory": (["--R", "100000"], "--R 100000: 200000 models auditing 24 records need about 22.2 GB, more "
+                                           "than the 8.0 GB this machine has free"),
 }
 
 
@@ -212,6 +213,7 @@ def test_each_bad_flag_is_one_line_before_any_training(case, tmp_path, monkeypat
     flags, message = BAD_FLAGS[case]
     path = _csv(tmp_path, "data.csv", df=_frame())
     monkeypatch.setattr(engine, "train_bank", lambda *a, **k: pytest.fail("trained on a bad recipe"))
+    monkeypatch.setattr(custom, "available_memory", lambda: 8e9)  # the same machine everywhere
     if case != "R beyond memory":
         monkeypatch.setattr(custom, "read_user_csv", lambda p: pytest.fail("read the file for a bad flag"))
     rc = cli_main(["audit-custom", "--data", str(path), "--label", "y", "--group", "g", "--out", str(tmp_path / "o"),
@@ -219,6 +221,24 @@ def test_each_bad_flag_is_one_line_before_any_training(case, tmp_path, monkeypat
     err = capsys.readouterr().err
     assert rc == 2 and len(err.strip().splitlines()) == 1 and message in err and "Traceback" not in err, err
     assert not (tmp_path / "o").exists()
+
+
+def test_the_memory_refusal_can_be_overridden(tmp_path, monkeypatch, capsys):
+    """--no-memory-check trains where the estimate is over what is free (training stubbed: it is reached)."""
+    import fairdp_core.custom as custom
+    import fairdp_core.engine as engine
+
+    path = _csv(tmp_path, "data.csv", df=_frame())
+    monkeypatch.setattr(custom, "available_memory", lambda: 1e8)  # less than the 0.6 GB base
+
+    def reached(*a, **k):
+        raise ValueError("training reached")
+
+    monkeypatch.setattr(engine, "train_bank", reached)
+    args = ["audit-custom", "--data", str(path), "--label", "y", "--group", "g", "--out", str(tmp_path / "o"),
+            "--min-per-group", "5", "--quiet"]
+    assert cli_main(args) == 2 and "pass --no-memory-check" in capsys.readouterr().err
+    assert cli_main([*args, "--no-memory-check"]) == 2 and "training reached" in capsys.readouterr().err
 
 
 def test_a_constant_column_is_kept_with_a_warning_and_intervals_stay_possible(tmp_path):
@@ -240,7 +260,9 @@ def test_a_constant_column_is_kept_with_a_warning_and_intervals_stay_possible(tm
         if a.get("delta_hi") is not None:
             assert 0 <= a["delta_lo"] <= a["delta_hi"] <= 200
     tiny = sl[(sl.slice == "tiny") & (sl.value.isin(["u", "v", "w"]))]
-    assert len(tiny) and tiny.uninformative.all()
+    assert len(tiny) and tiny.uninformative.all()  # one record each: no interval worth the name
+    # each row by its own interval: flagged exactly where it is missing or spans 100 pp or more
+    assert (sl.uninformative == ~(sl.hi_pp - sl.lo_pp < 100)).all() and (~sl.uninformative).any()
 
 
 @settings(max_examples=int(os.environ.get("FAIRDP_HYPOTHESIS_EXAMPLES", "25")), deadline=None)

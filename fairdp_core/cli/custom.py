@@ -24,7 +24,7 @@ def _cmd_audit_custom(args: argparse.Namespace) -> int:
         inter.append(tuple(parts))
     res = audit_csv(args.data, label=args.label, group=args.group, model=args.model, slices=args.slice,
                     intersections=inter, drop=args.drop, group_as_feature=not args.no_group_feature, seed=args.seed,
-                    max_classes=args.max_classes, progress=not args.quiet,
+                    max_classes=args.max_classes, progress=not args.quiet, memory_check=not args.no_memory_check,
                     on_warning=lambda m: print(f"fairdp audit-custom: warning: {m}", file=sys.stderr),
                     log=lambda m: print(f"fairdp audit-custom: {m}", file=sys.stderr, flush=True), **recipe)
     out = res.write(args.out, force=args.force, protect=(args.data,))
@@ -166,6 +166,8 @@ def register(add) -> None:
     ac.add_argument("--drop", action="append", default=[], help="a column that is not a feature (repeatable)")
     ac.add_argument("--no-group-feature", action="store_true", help="the group column is not a model input")
     ac.add_argument("--seed", type=int, default=0, help="the one seed of the split, the design and training")
+    ac.add_argument("--no-memory-check", action="store_true", help="train even where the memory estimate is over "
+                    "what this machine has free")
     ac.add_argument("--max-classes", type=int, default=20, help="refuse a label with more distinct values than this "
                     "(default 20: a numeric column such as age is not a label)")
     ac.add_argument("--quiet", action="store_true", help="no progress bar")
