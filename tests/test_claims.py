@@ -648,12 +648,15 @@ def _assert_same_summaries(par: dict, seq: dict) -> None:
     for f, s in seq.items():
         a, b = dict(par[f]), dict(s)
         assert a.pop("wall_s").keys() == b.pop("wall_s").keys()
+        ea, eb = a.pop("execution"), b.pop("execution")
+        assert ea["workers"] == 1 and {**ea, "workers": 0} == {**eb, "workers": 0}  # a worker never shards its bank
         assert a == b, f  # every other field, floats exactly
 
 
 def test_parallel_summaries_equal_the_sequential_runs(law_smoke_sequential, mirror, tmp_path_factory, monkeypatch):
     """Real training and attacks (the smoke profile's Law LR part, DP-SGD and DP-SGD-S): the summaries two loky
-    workers write are the ones a run in this process writes, field for field but for the wall times."""
+    workers write are the ones a run in this process writes, field for field but for the wall times and the shard
+    count of the execution record (a worker trains its bank in one process)."""
     import fairdp_core.claims as claims
 
     monkeypatch.setenv("FAIRDP_DATA_MIRROR", str(mirror))
