@@ -166,7 +166,9 @@ def frontier_figure(points: pd.DataFrame, cells: list[tuple], figures_dir: Path,
             cell = next((c for c in have if c[0] == ds and c[2] == e), None)
             ax.set_title(f"{DATASET_LABELS.get(ds, ds)}, ε = {e:g}", fontsize=10)
             if cell is None:
-                ax.text(0.5, 0.5, "not run yet", ha="center", va="center", transform=ax.transAxes)
+                planned_here = any(c[0] == ds and c[2] == e for c in cells)
+                ax.text(0.5, 0.5, "not run yet" if planned_here else "not planned", ha="center", va="center",
+                        transform=ax.transAxes)
                 continue
             dp, seeds = frontier_points(points, cell, (planned or {}).get(cell))
             if not seeds:
