@@ -482,9 +482,11 @@ def audit_model(X: np.ndarray, y: np.ndarray, groups: np.ndarray, *, model="mlp"
     if memory_check and have is not None and need > have:
         raise ValueError(f"--R {R}: {2 * R} models auditing {m} records need about {_gb(need)}, more than the "
                          f"{_gb(have)} this machine has free; lower --R (or --m), or pass --no-memory-check")
-    steps = int(np.ceil(epochs * n / batch_size))
+    per_model = n - m // 2  # every unaudited record, and half the audited ones
+    steps = int(np.ceil(epochs * per_model / batch_size))
     if log is not None:
-        log(f"{2 * R} models x {steps} steps each on {n} records, {m} audited; about {_gb(need)} of memory"
+        log(f"{2 * R} models x {steps} steps each on {per_model} of {n} records ({m} audited, each in half the "
+            f"models); about {_gb(need)} of memory"
             + (f" ({_gb(have)} free)" if have is not None else ""))
     rng = np.random.default_rng([seed, 0])
     design = audit_design(g, m=m, R=R, min_per_group=min(min_per_group, int(sizes.min())), rng=rng)
