@@ -699,7 +699,8 @@ def audit_csv(path: str | os.PathLike, *, label: str, group: str, model="mlp", s
     df = read_user_csv(path)
     missing = [c for c in [label, group, *(slices or []), *(drop or [])] if c not in df.columns]
     if missing:
-        raise ValueError(f"{path}: no column {', '.join(map(repr, missing))}; columns: {', '.join(df.columns)}")
+        have = ", ".join(repr(str(c)) for c in df.columns)  # repr: a name holding a line break stays one line
+        raise ValueError(f"{path}: no column {', '.join(map(repr, missing))}; columns: {have}")
     known = {"group", "class", "correct", group, *(slices or [])}
     for a, b in intersections or []:
         for c in (a, b):

@@ -225,7 +225,7 @@ def test_cli_audit_custom_writes_every_output(csv, tmp_path, capsys):
 
 
 @pytest.mark.parametrize("args, message", [
-    (["--label", "lable", "--group", "colour"], "no column 'lable'; columns: x0, x1, x2, x3, colour, size, label"),
+    (["--label", "lable", "--group", "colour"], "no column 'lable'; columns: 'x0', 'x1', 'x2', 'x3', 'colour', 'size', 'label'"),
     (["--label", "label", "--group", "colour", "--intersect", "colour,shape"], "'shape' is not the group column"),
     (["--label", "label", "--group", "colour", "--min-per-group", "300"], "too few records in group"),
     (["--label", "label", "--group", "colour", "--model", "nosuchmodule:net"], "cannot import net from nosuchmodule"),

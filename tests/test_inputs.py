@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from fairdp_core.atomic import MANIFEST, OutputDirError, check_output_dir
@@ -333,6 +333,7 @@ def _malformed_csv():
 @settings(max_examples=int(os.environ.get("FAIRDP_HYPOTHESIS_EXAMPLES", "25")), deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(content=_malformed_csv())
+@example(content="\x85\x00\r\x00")  # a column name holding NEL, a line break to str.splitlines (found by hypothesis)
 def test_malformed_csvs_are_one_line_and_write_nothing(content, tmp_path_factory, monkeypatch):
     import contextlib
     import io
