@@ -28,7 +28,7 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from .atomic import write_text
+from .atomic import jsonable, write_text
 from .audit.verdicts import seeds_needed
 from .config import ConfigError, Params
 from .versions import package_versions
@@ -151,7 +151,6 @@ def run_one(params: Params, name: str, part: str, summaries: Path | None, *, com
             progress: bool = True) -> dict:
     """Train and attack run ``name`` in this checkout's results/ and write its summary under ``summaries`` (None:
     only return it); returns the summary."""
-    from .atomic import jsonable
     from .stages.attack import run_attack
     from .stages.design import write_design
     from .stages.train import run_train
@@ -195,7 +194,7 @@ def run_one(params: Params, name: str, part: str, summaries: Path | None, *, com
                    "total": round(total, 1)},
     }
     if summaries is not None:
-        write_text(summary_path(summaries, name), json.dumps(jsonable(out), indent=1) + "\n")
+        _write_summary(summaries, out)
     return out
 
 
@@ -251,13 +250,12 @@ def _run_wave(params: Params, part: str, names: list[str], summaries: Path, *, c
             got[name] = run_one(params, name, part, summaries, commit=commit, progress=progress)
             log(_log_line(got[name]))
     elif todo:
-        from .atomic import jsonable
 
         for r in {params.runs[n].dataset for n in todo}:  # prepared here once, never by two workers at a time
             _prepare(params, r)
         t0, n = time.perf_counter(), len(todo)
         for k, (name, s) in enumerate(pool.run(params, part, todo, commit=commit), 1):
-            write_text(summary_path(summaries, name), json.dumps(jsonable(s), indent=1) + "\n")
+            _write_summary(summaries, s)
             got[name] = s
             eta = (time.perf_counter() - t0) / k * (n - k)
             log(f"{_log_line(s)} [{part}: {k} of {n} in this wave, ETA {eta / 60:.1f} min]")
@@ -268,19 +266,28 @@ class CampaignError(RuntimeError):
     """A campaign worker failed or was killed; the summaries of the runs that finished are written."""
 
 
+def _write_summary(summaries: Path, s: dict) -> None:
+    """Run ``s["run"]``'s summary file, written atomically (one writer for the sequential and the pooled path)."""
+    write_text(summary_path(summaries, s["run"]), json.dumps(jsonable(s), indent=1) + "\n")
+
+
+def _as_stored(summary: dict) -> dict:
+    """A summary as its file holds it (numpy values as JSON numbers and lists)."""
+    return json.loads(json.dumps(jsonable(summary)))
+
+
 def _run_task(params: Params, name: str, part: str, commit: str) -> tuple[str, dict]:
     """One whole run in a campaign worker (a loky process or a Ray task): one torch thread, the bank trained in this
     process (no shard pool inside a worker), the summary returned to the driver, which writes it."""
     import torch
 
-    from .atomic import jsonable
 
     torch.set_num_threads(1)
     # serial in this process whatever the backend (shard_models [] keeps even a Ray profile from sharding); the
     # summary's execution record says so (workers 1), and that record is not compared by `claims verify`
     params = params.model_copy(update={"compute": params.compute.model_copy(update={"workers": 1,
                                                                                       "shard_models": []})})
-    return name, json.loads(json.dumps(jsonable(run_one(params, name, part, None, commit=commit, progress=False))))
+    return name, _as_stored(run_one(params, name, part, None, commit=commit, progress=False))
 
 
 class CampaignPool:
@@ -387,10 +394,8 @@ def verify_run(params: Params, stored: dict, work: Path, *, progress: bool = Fal
     The summary's plan must be this checkout's plan for the run, numerics version included."""
     check_verifiable(params, stored)
     name = stored["run"]
-    from .atomic import jsonable
 
-    again = json.loads(json.dumps(jsonable(run_one(params, name, stored["part"], work, commit=stored["commit"],
-                                                   progress=progress))))  # as the summary file holds it
+    again = _as_stored(run_one(params, name, stored["part"], work, commit=stored["commit"], progress=progress))
     keys = (set(stored) | set(again)) - set(NOT_REPRODUCED)
 
     def same(k: str) -> bool:
@@ -530,17 +535,20 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("OMP_NUM_THREADS", "1")  # before any worker starts: they inherit it
     pool = (CampaignPool(args.workers, params.compute.backend, params.compute.ray_address)
             if args.workers > 1 else None)
+
+    def say(line: str) -> None:  # a line per finished run, flushed: the campaign's log is a file
+        print(line, flush=True)
+
     if args.action == "runs":
         by_part: dict[str, list[str]] = {}
         for n in args.names:
             by_part.setdefault(_part_of(params.runs[n].model_dump()), []).append(n)
         for part, names in by_part.items():
-            _run_wave(params, part, names, summaries, commit=commit, progress=pool is None, pool=pool,
-                      log=lambda m: print(m, flush=True))
+            _run_wave(params, part, names, summaries, commit=commit, progress=pool is None, pool=pool, log=say)
         return 0
     for p in todo:
         t0 = time.perf_counter()
         got = run_part(params, p, summaries, commit=commit, min_seeds=args.min_seeds,
-                       progress=not args.quiet and pool is None, pool=pool, log=lambda m: print(m, flush=True))
+                       progress=not args.quiet and pool is None, pool=pool, log=say)
         print(f"{p}: {len(got)} runs, {(time.perf_counter() - t0) / 60:.1f} min", flush=True)
     return 0
