@@ -113,13 +113,18 @@ DENSE_MODELS = ("lr", "mlp")
 def numerics_of(algorithm: str, model: str | None = None, n_groups: int | None = None) -> int:
     """The numerics version of a run of ``algorithm`` trained here: the engine's :data:`NUMERICS_VERSION`, or the
     rule's own (``Rule.numerics``) where a later change moved only that rule's bits. The paper rules' version 2 is
-    their one-pass group sums, which the dense backend (LR, MLP) uses only with more than two groups: a run of
-    ``model`` with ``n_groups`` ≤ 2 there has the bits, and the version, of the engine."""
+    their one-pass group sums (the CNNs); on the dense backend (LR, MLP) a run with ``n_groups`` ≤ 2 keeps K passes
+    and the engine's bits and version, and one with more groups reads the sums' Gram matrix (``Rule.numerics_gram``,
+    version 3)."""
     from .rules import get
 
-    if model in DENSE_MODELS and n_groups is not None and n_groups <= 2:
-        return NUMERICS_VERSION
-    return max(NUMERICS_VERSION, get(algorithm).numerics)
+    rule = get(algorithm)
+    if model in DENSE_MODELS and n_groups is not None:
+        if n_groups <= 2:
+            return NUMERICS_VERSION
+        if rule.numerics_gram is not None:
+            return max(NUMERICS_VERSION, rule.numerics_gram)
+    return max(NUMERICS_VERSION, rule.numerics)
 
 
 def summary_numerics(s: dict) -> int:

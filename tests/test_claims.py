@@ -537,12 +537,14 @@ def test_one_numerics_version_per_arm_and_cell():
 
 
 def test_numerics_version_follows_the_code_path():
-    """The paper rules' version 2 is their one-pass group sums: an LR or MLP run with two groups keeps the dense
-    backend's K passes and the engine's version; more groups, or a CNN, get version 2; DP-SGD is the engine's."""
+    """The paper rules' version 2 is their one-pass group sums (the CNNs), version 3 the Gram matrix of the sums
+    (an LR or MLP run with more than two groups); with two groups the dense backend keeps K passes and the engine's
+    version; DP-SGD is the engine's."""
     from fairdp_core.claims import NUMERICS_VERSION, numerics_of, summary_numerics
 
     assert numerics_of("dpsgd_s_paper", "lr", 2) == numerics_of("dpsgd_s_paper_code", "mlp", 2) == NUMERICS_VERSION
-    assert numerics_of("dpsgd_s_paper", "mlp", 10) == numerics_of("dpsgd_s_paper", "cnn", 2) == 2
+    assert numerics_of("dpsgd_s_paper", "cnn", 10) == numerics_of("dpsgd_s_paper_code", "cnn", 2) == 2
+    assert numerics_of("dpsgd_s_paper", "mlp", 10) == numerics_of("dpsgd_s_paper_code", "lr", 3) == 3
     assert numerics_of("dpsgd", "mlp", 10) == numerics_of("dpsgd_s", "cnn", 10) == NUMERICS_VERSION
     law = json.loads((SUMMARIES / "law_paper-lr-dpsgd_s_paper-e10-s0.json").read_text())
     assert summary_numerics(law) == law["numerics"] == 1  # the committed LR runs stay current

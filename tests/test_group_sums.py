@@ -1,6 +1,7 @@
-"""The per-group clipped sums in one pass (Backend.group_sums; the paper rule's statistics) equal K passes of the
-clipped sum with the group's factors only: every engine backend, K ∈ {2, 5, 10}, groups of very different sizes,
-a group absent from every model's batch, another absent from one model's, and batch padding (factor 0)."""
+"""The paper rules' per-group statistics against K passes of the clipped sum with the group's factors only: the CNN
+backend's one-pass sums (Backend.group_sums), and the dense backend's Gram matrix of the sums (group_gram, both of
+its routes), for K ∈ {2, 3, 5, 10}, groups of very different sizes, a group absent from every model's batch, another
+absent from one model's, and batch padding (factor 0)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from fairdp_core.engine.backends import Backend, DenseBackend, LayerBackend, group_segments, make_backend
+from fairdp_core.engine.backends import Backend, DenseBackend, LayerBackend, make_backend
 from fairdp_core.models import build_model
 
 
@@ -29,20 +30,23 @@ def _k_passes(backend, ctx, f, g, K):
     return Backend.group_sums(backend, ctx, f, g, K)
 
 
-@pytest.mark.parametrize("K", [2, 3, 5, 10])
-@pytest.mark.parametrize("model", ["lr", "mlp", "cnn"])
-def test_one_pass_group_sums_equal_k_passes(model, K):
+def _setup(model: str, shape: tuple[int, ...], K: int, M: int = 3, W: int = 40):
     torch.manual_seed(0)
-    M, W = 3, 40
-    shape = (1, 28, 28) if model == "cnn" else (12,)
     backend = make_backend(build_model(model, shape, 10, hidden=16))
-    assert isinstance(backend, LayerBackend if model == "cnn" else DenseBackend)
     params = {k: v.unsqueeze(0).repeat(M, *[1] * v.dim()) + 0.05 * torch.randn(M, *v.shape)
               for k, v in build_model(model, shape, 10, hidden=16).named_parameters()}
     x = torch.randn(M, W, *shape)
     y = torch.randint(0, 10, (M, W))
     g, f = _batch(K, M, W)
     _, ctx = backend.per_sample({k: v.detach() for k, v in params.items()}, x, y)
+    return backend, params, ctx, g, f
+
+
+@pytest.mark.parametrize("K", [2, 3, 5, 10])
+def test_cnn_one_pass_group_sums_equal_k_passes(K):
+    backend, params, ctx, g, f = _setup("cnn", (1, 28, 28), K)
+    M = g.shape[0]
+    assert isinstance(backend, LayerBackend) and not backend.reads_gram(K)
     got = backend.group_sums(ctx, f, g, K)
     want = _k_passes(backend, ctx, f, g, K)
     assert got.keys() == want.keys()
@@ -56,15 +60,18 @@ def test_one_pass_group_sums_equal_k_passes(model, K):
         torch.testing.assert_close(got[n].sum(1), full[n], rtol=1e-4, atol=1e-5)
 
 
-def test_group_segments_by_hand():
-    """Two models, K = 3: each row's group-k samples in batch order, padded with factor 0 to the longest row;
-    batch padding (factor 0) left out; a group no model holds is None."""
-    g = torch.tensor([[1, 0, 1, 0, 1], [0, 0, 0, 1, 1]])
-    f = torch.tensor([[0.1, 0.2, 0.3, 0.0, 0.5], [0.6, 0.7, 0.8, 0.9, 0.0]])
-    segs = group_segments(f, g, 3)
-    (s0, f0), (s1, f1), none = segs
-    assert none is None
-    assert s0.shape == (2, 3) and s0[0, :1].tolist() == [1] and s0[1].tolist() == [0, 1, 2]
-    torch.testing.assert_close(f0, torch.tensor([[0.2, 0.0, 0.0], [0.6, 0.7, 0.8]]))
-    assert s1.shape == (2, 3) and s1[0].tolist() == [0, 2, 4] and s1[1, :1].tolist() == [3]
-    torch.testing.assert_close(f1, torch.tensor([[0.1, 0.3, 0.5], [0.9, 0.0, 0.0]]))
+@pytest.mark.parametrize("K", [2, 3, 5, 10])
+@pytest.mark.parametrize(("model", "width"), [("lr", 12), ("mlp", 12), ("mlp", 300)])
+def test_dense_group_gram_equals_the_gram_of_the_k_sums(model, width, K):
+    """float64 inner products of the K-pass sums (the reference) against group_gram: the MLP at width 300 takes the
+    pairs route in its first layer and the sums route in its second; LR and the narrow MLP the sums route, except
+    the narrow MLP with K = 10 (pairs in both layers). A group absent everywhere has a zero row and column."""
+    backend, _params, ctx, g, f = _setup(model, (width,), K)
+    assert isinstance(backend, DenseBackend) and backend.reads_gram(K) == (K > 2)
+    sums = _k_passes(backend, ctx, f, g, K)
+    flat = torch.cat([v.flatten(2) for v in sums.values()], 2).double()
+    want = torch.bmm(flat, flat.transpose(1, 2))
+    got = backend.group_gram(ctx, f, g, K)
+    assert got.dtype == torch.float64 and got.shape == want.shape
+    torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-6 * want.abs().max().item())
+    assert torch.count_nonzero(got[:, K - 1]) == 0 and torch.count_nonzero(got[0, 1]) == 0

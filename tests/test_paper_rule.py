@@ -212,3 +212,118 @@ def test_the_rules_move_opposite_ways_where_one_group_has_larger_gradients():
     assert (bq[:, 1] > bq[:, 0]).all(), bq
     frac = dp.clip_stats["clipped"].sum(0) / dp.clip_stats["seen"].sum(0)
     assert frac[1] > frac[0] + 0.2, frac
+
+
+def _full_grams(S: torch.Tensor, scale: float, n: int, seed: int, dim_noise: int | None = None) -> torch.Tensor:
+    """[n, K, K]: Gram matrices of S + scale·Z drawn the slow way, Z [dim, K] in full."""
+    gen = torch.Generator().manual_seed(seed)
+    Z = torch.randn(n, *S.shape, generator=gen, dtype=torch.float64)
+    T = S.double() + scale * Z
+    return T.transpose(1, 2) @ T
+
+
+@pytest.mark.parametrize("dim", [8, 4])
+def test_noised_gram_has_the_law_of_the_full_draw(dim):
+    """Three sums of dim coordinates (one group absent: a zero column; norms 3, 1.5 and 0, S_0·S_1 = 2), noise
+    scale 1.2: 12,000 draws of the K-dimensional release (Bartlett's Wishart for dim = 8, Gaussian rows for dim = 4,
+    where dim − K < K) against 12,000 of the full one. Two-sample KS on each of the five statistics the rule reads
+    or that pin the joint law (the three diagonal entries, G̃_01, the total): every p > 0.001/5 (Bonferroni, seed 0
+    and 1). The same test rejects (p < 1e-6 somewhere) a Wishart with dim instead of dim − K degrees of freedom, and
+    a release that forgets the sums' span (R + scale·Z₁ replaced by R)."""
+    from scipy.stats import ks_2samp
+
+    from fairdp_core.rules.policy import noised_gram
+
+    K, n, scale = 3, 12_000, 1.2
+    S = torch.zeros(dim, K, dtype=torch.float64)
+    S[0, 0], S[1, 0] = 3.0 * 0.8, 3.0 * 0.6
+    S[0, 1], S[2, 1] = 2.0 / 2.4, math.sqrt(1.5 ** 2 - (2.0 / 2.4) ** 2)
+    gram = S.T @ S
+    assert gram[0, 1].item() == pytest.approx(2.0) and gram[1, 1].item() == pytest.approx(2.25)
+    gen = torch.Generator().manual_seed(1)
+    fast = torch.stack([noised_gram(gram, dim, scale, gen) for _ in range(n)])
+    slow = _full_grams(S, scale, n, seed=0)
+
+    def stats(G):
+        return [G[:, 0, 0], G[:, 1, 1], G[:, 2, 2], G[:, 0, 1], G.sum((1, 2))]
+
+    pvals = [ks_2samp(a.numpy(), b.numpy()).pvalue for a, b in zip(stats(fast), stats(slow))]
+    assert min(pvals) > 0.001 / 5, pvals
+    # power at this n: two wrong laws are rejected
+    lam, V = torch.linalg.eigh(gram)
+    R = (V * lam.clamp(min=0).sqrt()) @ V.T
+    g2 = torch.Generator().manual_seed(2)
+    Z1 = torch.randn(n, K, K, generator=g2, dtype=torch.float64)
+    W_rows = torch.randn(n, dim, K, generator=g2, dtype=torch.float64)  # Wishart_K(dim): one too many K rows
+    A = R + scale * Z1
+    wrong_df = A.transpose(1, 2) @ A + scale ** 2 * W_rows.transpose(1, 2) @ W_rows
+    W_right = W_rows[:, : dim - K]
+    no_span = R.expand(n, K, K).transpose(1, 2) @ R + scale ** 2 * W_right.transpose(1, 2) @ W_right
+    for wrong in (wrong_df, no_span):
+        assert min(ks_2samp(a.numpy(), b.numpy()).pvalue for a, b in zip(stats(wrong), stats(slow))) < 1e-6
+
+
+def test_paper_rule_bounds_from_the_gram_equal_those_from_the_sums():
+    """On the same released sums the bounds read from their Gram matrix equal those read from the sums (5 groups,
+    one with a noised count under the floor); and the code's variant's bounds from the exact sums' Gram equal its
+    bounds from the sums, a group absent from the batch keeping its bound."""
+    torch.manual_seed(0)
+    M, K, P = 2, 5, 30
+    sums = torch.randn(M, K, P)
+    counts = torch.tensor([[4.0, 9.0, 0.3, 2.0, 7.0], [1.0, 2.0, 3.0, 4.0, 5.0]])
+    rule = _rule(M=M, K=K)
+    gram = torch.bmm(sums.double(), sums.double().transpose(1, 2))
+    torch.testing.assert_close(rule.bounds_from_gram(gram, counts), rule.bounds_from_release(sums, counts))
+    groups = torch.tensor([[0, 1, 1, 3, 4, 4], [0, 1, 2, 2, 3, 4]])
+    w = torch.ones(M, 6)
+    a, b = (GroupMeanRatioClipCode(M, K, 1.0, clip=5.0, ratio_cap=2.0, c_min=0.01) for _ in range(2))
+    a.observe_sums(sums, groups, w)
+    b.observe_gram(gram, groups, w, dim=P)
+    torch.testing.assert_close(a.bounds(), b.bounds())
+    assert a.bounds()[0, 2] == 5.0  # group 2 absent from model 0's batch: its bound stays C0
+
+
+def test_paper_rule_with_more_groups_reads_the_gram_of_sums_clipped_at_c0(monkeypatch):
+    """An MLP with K = 3 groups (the Gram route): the first step's Gram matrix, captured from the trainer, equals
+    that of an autograd loop's per-group sums of gradients clipped at C0 = 0.05 (rtol 1e-4); the bounds after the
+    step replay from each model's count stream through noised_gram, and differ from the un-noised bounds."""
+    from fairdp_core.rules.policy import noised_gram
+
+    rng = np.random.default_rng(2)
+    n, d, M, B, C0, seed, K = 200, 4, 2, 40, 0.05, 5, 3
+    X = rng.normal(size=(n, d)).astype(np.float32)
+    y, g = rng.integers(0, 2, n), rng.integers(0, K, n)
+    mem = rng.random((M, n)) < 0.8
+    captured = []
+    original = GroupMeanRatioClip.observe_gram
+    monkeypatch.setattr(GroupMeanRatioClip, "observe_gram", lambda self, gram, gr, w, dim: (
+        captured.append((gram.clone(), dim)), original(self, gram, gr, w, dim=dim)))
+    spec = TrainSpec(algorithm="dpsgd_s_paper", model="mlp", hidden=6, epochs=B / n * 0.8, batch_size=B, lr=0.3,
+                     clip=C0, noise_multiplier=1.0, sigma_b=10.0)
+    bank = train_bank(X, y, g, mem, spec, n_classes=2, n_groups=K, seed=seed, progress=False)
+    assert bank.steps == 1 and len(captured) == 1
+    gram, dim = captured[0]
+    gens = model_generators(seed, M)
+    mods = [_init_module(build_model("mlp", (d,), 2, hidden=6), gg["init"]) for gg in gens]
+    assert dim == sum(p.numel() for p in mods[0].parameters())
+    pools = [torch.as_tensor(np.flatnonzero(r)) for r in mem]
+    idx, w = PoissonBank(pools, [B / len(p) for p in pools], [gg["sample"] for gg in gens]).next()
+    for m in range(M):
+        S = torch.zeros(K, dim, dtype=torch.float64)
+        for i in idx[m][w[m] > 0].tolist():
+            mods[m].zero_grad()
+            nn.functional.cross_entropy(mods[m](torch.as_tensor(X[i:i + 1])), torch.as_tensor(y[i:i + 1]),
+                                        reduction="sum").backward()
+            gi = torch.cat([p.grad.flatten() for p in mods[m].parameters()]).double()
+            S[g[i]] += min(1.0, C0 / (gi.norm().item() + 1e-6)) * gi
+        torch.testing.assert_close(gram[m], S @ S.T, rtol=1e-4, atol=1e-9)
+    a = bank.accounting[0]
+    gens = model_generators(seed, M, release=release_key(spec))
+    rule = GroupMeanRatioClip(M, K, a.sigma_g, clip=C0, ratio_cap=2.0, sigma_s=a.sigma_s, sigma_b=a.sigma_b,
+                              c_min=spec.c_min, generators=[gg["count"] for gg in gens])
+    counts = torch.stack([torch.bincount(torch.as_tensor(g)[idx[m][w[m] > 0]], minlength=K).float()
+                          for m in range(M)])
+    noisy = torch.stack([noised_gram(gram[m], dim, a.sigma_s * C0, gg["count"]) for m, gg in enumerate(gens)])
+    released = counts + torch.stack([torch.randn(K, generator=gg["count"]) for gg in gens]) * a.sigma_b
+    torch.testing.assert_close(bank.policy_state["bounds"], rule.bounds_from_gram(noisy, released))
+    assert not torch.allclose(bank.policy_state["bounds"], rule.bounds_from_gram(gram, counts), rtol=1e-3)

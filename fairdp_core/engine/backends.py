@@ -24,7 +24,7 @@ from torch.func import functional_call, grad, vmap
 from ..models import MLP, LogisticRegression, MnistCNN, MnistReLUCNN, UTKFaceCNN
 
 __all__ = ["ENGINE_LAYERS", "Backend", "DenseBackend", "FuncBackend", "LayerBackend", "UnsupportedModule", "check_module",
-           "group_segments", "make_backend", "stack_params"]
+           "make_backend", "stack_params"]
 
 
 def stack_params(modules: list[nn.Module]) -> dict[str, torch.Tensor]:
@@ -53,31 +53,6 @@ def _row_sq(x: torch.Tensor, chunk_elems: int = 1 << 18) -> torch.Tensor:
     return out
 
 
-def group_segments(factors: torch.Tensor, groups: torch.Tensor, K: int
-                   ) -> list[tuple[torch.Tensor, torch.Tensor] | None]:
-    """Each model's samples gathered by group, for sums over one group at a time in one pass over the batch: per
-    group k, (src [M, w_k], f [M, w_k]) where row m of ``src`` holds the batch positions of model m's samples of
-    group k (in batch order) and ``f`` their factors; w_k is the largest count of group k over the models, shorter
-    rows are padded with factor 0. Samples whose factor is 0 (batch padding) are left out. None: no model has a
-    sample of group k. factors, groups [M, W]."""
-    M, W = groups.shape
-    key = torch.where(factors != 0, groups, torch.full_like(groups, K))  # padding sorts after every group
-    counts = torch.zeros(M, K + 1, dtype=torch.long, device=groups.device).scatter_add_(
-        1, key, torch.ones_like(key))[:, :K]
-    order = torch.argsort(key, dim=1, stable=True)
-    start = counts.cumsum(1) - counts
-    out: list[tuple[torch.Tensor, torch.Tensor] | None] = []
-    for k in range(K):
-        w = int(counts[:, k].max())
-        if w == 0:
-            out.append(None)
-            continue
-        j = torch.arange(w, device=groups.device)
-        src = order.gather(1, (start[:, k:k + 1] + j).clamp(max=W - 1))
-        out.append((src, factors.gather(1, src) * (j < counts[:, k:k + 1])))
-    return out
-
-
 class Backend:
     def per_sample(self, params, x, y, x_sq=None):
         """Norms [M, W] of the per-sample gradients of samples x [M, W, ...] with labels y [M, W], and a context.
@@ -92,6 +67,14 @@ class Backend:
         :meth:`clipped_sum`; the engine's own backends override it with one pass over the batch."""
         parts = [self.clipped_sum(ctx, factors * (groups == k)) for k in range(K)]
         return {n: torch.stack([p[n] for p in parts], 1) for n in parts[0]}
+
+    def reads_gram(self, K: int) -> bool:
+        """Whether a rule that reads per-group sums gets their Gram matrix (:meth:`group_gram`) instead."""
+        return False
+
+    def group_gram(self, ctx, factors: torch.Tensor, groups: torch.Tensor, K: int) -> torch.Tensor:
+        """[M, K, K] float64: the Gram matrix of the K sums of :meth:`group_sums` (over all parameters)."""
+        raise NotImplementedError
 
     def batch_grad(self, params, x, y, weights):
         """Non-private: name -> [M, *shape], the weighted sum of the samples' gradients (no per-sample work)."""
@@ -156,29 +139,35 @@ class DenseBackend(Backend):
             out[f"{name}.bias"] = fd.sum(1)
         return out
 
-    def group_sums(self, ctx, factors, groups, K):
-        """One pass: each group's samples gathered (:func:`group_segments`), then one batched matmul per group and
-        layer over that group's samples only, so the K sums cost about one clipped sum. With two groups the gathers
-        cost about what the second pass saves (benchmarks/rule_cost.md): K passes there, the bits of numerics 1."""
-        if K <= 2:
-            return super().group_sums(ctx, factors, groups, K)
+    def reads_gram(self, K: int) -> bool:
+        """With more than two groups the paper rules read their sums' Gram matrix (numerics version 3); with two,
+        K passes of the clipped sum, the bits of numerics 1."""
+        return K > 2
+
+    def group_gram(self, ctx, factors, groups, K):
+        """The Gram matrix of the K group sums without forming them, layer by layer, by the cheaper of two exact
+        routes. Per sample the weight-and-bias gradient is g_i = δ_i [a_i, 1]ᵀ, so g_i·g_j = (δ_i·δ_j)(a_i·a_j + 1)
+        and G_kl = Σ_{i in k, j in l} f_i f_j (δ_i·δ_j)(a_i·a_j + 1): one [W, W] matrix of pairs, about W²·(in + out)
+        multiply-adds, summed by group with the one-hot [W, K] matrix H (the MLP's wide first layer). Or the K sums
+        themselves, as one matmul of (H ⊗ f·δ) with [a, 1], about K·W·(in + 1)·out, and their inner products (the
+        narrow layers: LR's, the MLP's output layer)."""
         acts, deltas = ctx
-        segs = group_segments(factors, groups, K)
-        out = {}
-        for name, a, d in zip(self.layers, acts, deltas):
-            M = a.shape[0]
-            ws = a.new_zeros(M, K, d.shape[-1], a.shape[-1])
-            bs = a.new_zeros(M, K, d.shape[-1])
-            for k, seg in enumerate(segs):
-                if seg is None:
-                    continue
-                src, f = seg
-                ak = a.gather(1, src.unsqueeze(-1).expand(-1, -1, a.shape[-1]))
-                dk = d.gather(1, src.unsqueeze(-1).expand(-1, -1, d.shape[-1])).mul_(f.unsqueeze(-1))
-                torch.bmm(dk.transpose(1, 2), ak, out=ws[:, k])
-                bs[:, k] = dk.sum(1)
-            out[f"{name}.weight"], out[f"{name}.bias"] = ws, bs
-        return out
+        M, W = groups.shape
+        H = torch.nn.functional.one_hot(groups, K).to(factors.dtype)  # [M, W, K]
+        gram = torch.zeros(M, K, K, dtype=torch.float64, device=factors.device)
+        for a, d in zip(acts, deltas):
+            fd = d * factors.unsqueeze(-1)
+            a1 = torch.cat([a, a.new_ones(M, W, 1)], -1)
+            n_in, n_out = a1.shape[-1], d.shape[-1]
+            if W * (n_in + n_out) < K * n_in * n_out:
+                pairs = torch.bmm(fd, fd.transpose(1, 2)).mul_(torch.bmm(a1, a1.transpose(1, 2))).double()
+                Hd = H.double()
+                gram += torch.bmm(Hd.transpose(1, 2), torch.bmm(pairs, Hd))
+            else:
+                hfd = (H.unsqueeze(-1) * fd.unsqueeze(2)).flatten(2)  # [M, W, K·out]: sample i's δ in its group's slot
+                sums = torch.bmm(hfd.transpose(1, 2), a1).view(M, K, n_out * n_in).double()
+                gram += torch.bmm(sums, sums.transpose(1, 2))
+        return gram
 
 
 class FuncBackend(Backend):

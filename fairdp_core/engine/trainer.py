@@ -463,10 +463,17 @@ def train_bank(X: np.ndarray, y: np.ndarray, group: np.ndarray, membership: np.n
     clipped = torch.zeros(M, K, dtype=torch.float64, device=dev)
     seen = torch.zeros(M, K, dtype=torch.float64, device=dev)
 
-    def group_sums(ctx, norms, gb, w) -> torch.Tensor:
-        """[M, K, P]: per group, the sum of its per-sample gradients weighted by the policy's ``sum_factors``."""
-        sums = backend.group_sums(ctx, policy.sum_factors(norms) * w, gb, K)  # one pass over the batch
-        return torch.cat([sums[n].flatten(2) for n in names], 2)
+    gram = policy.group_sums is not None and backend.reads_gram(K)
+
+    def observe_group_sums(ctx, norms, gb, w) -> None:
+        """Per group, the sum of its per-sample gradients weighted by the policy's ``sum_factors``, to the policy:
+        the sums [M, K, P], or their Gram matrix [M, K, K] where the backend reads that instead."""
+        f = policy.sum_factors(norms) * w
+        if gram:
+            policy.observe_gram(backend.group_gram(ctx, f, gb, K), gb, w, dim=sum(sizes))
+            return
+        sums = backend.group_sums(ctx, f, gb, K)
+        policy.observe_sums(torch.cat([sums[n].flatten(2) for n in names], 2), gb, w)
     x_sq_all = (Xt.flatten(1) ** 2).sum(1)  # ‖x‖² of every record, for the first layer's closed-form norms
     t0 = time.perf_counter()
     for t in tqdm(range(steps), desc=desc or f"{spec.algorithm} x{M}", disable=not progress, mininterval=1.0):
@@ -481,7 +488,7 @@ def train_bank(X: np.ndarray, y: np.ndarray, group: np.ndarray, membership: np.n
             if private:
                 norms, ctx = backend.per_sample(params, xb, yb, x_sq=x_sq_all.index_select(0, flat).view(idx.shape))
                 if policy.group_sums == "before":
-                    policy.observe_sums(group_sums(ctx, norms, gb, w), gb, w)
+                    observe_group_sums(ctx, norms, gb, w)
                 policy.before_step(norms, gb, w)
                 bounds = policy.bounds()
                 factors = policy.factors(norms, gb, bounds) * w
@@ -494,7 +501,7 @@ def train_bank(X: np.ndarray, y: np.ndarray, group: np.ndarray, membership: np.n
                     grads[n] += chunk.view_as(grads[n])
                 policy.update(norms, gb, w)
                 if policy.group_sums == "after":
-                    policy.observe_sums(group_sums(ctx, norms, gb, w), gb, w)
+                    observe_group_sums(ctx, norms, gb, w)
             else:
                 grads = backend.batch_grad(params, xb, yb, w)
             if adam is None:

@@ -86,6 +86,9 @@ class Rule:
     # The version of the bits this rule's banks are trained to, where a change to the engine moved this rule's bits
     # and no other's (fairdp_core.claims.numerics_of; the engine-wide version is claims.NUMERICS_VERSION).
     numerics: ClassVar[int] = 1
+    # The same where the engine hands the rule the Gram matrix of its group sums instead (Backend.reads_gram: the
+    # dense backend with more than two groups); None: as ``numerics``.
+    numerics_gram: ClassVar[int | None] = None
 
     def view(self, spec: TrainSpec) -> RuleView:
         """``spec`` as this rule may read it (:class:`RuleView`)."""

@@ -10,7 +10,7 @@ import torch
 
 from ..schema import Positive, Strict
 from .base import Rule, Sigmas, default_sigma_b
-from .policy import ClipPolicy, group_means
+from .policy import ClipPolicy, group_means, noised_gram
 
 
 class Settings(Strict):
@@ -32,6 +32,7 @@ class DPSGDSPaper(Rule):
     label = "DP-SGD-S (paper rule)"
     color = "#009E73"
     numerics = 2  # since the per-group sums are one pass over the batch (engine/backends.py, group_sums)
+    numerics_gram = 3  # the dense backend with K > 2: the release drawn from the sums' Gram matrix (noised_gram)
     config = "dpsgd_s_paper"
     settings = Settings
     fields = ("ratio_cap", "sigma_s", "sigma_b", "c_min", "count_floor")
@@ -117,11 +118,32 @@ class GroupMeanRatioClip(ClipPolicy):
         noisy_sums, self.released_counts = self.release(sums, counts)
         self._b = self.bounds_from_release(noisy_sums, self.released_counts)
 
+    def observe_gram(self, gram: torch.Tensor, groups: torch.Tensor, weights: torch.Tensor, *, dim: int) -> None:
+        """The same release and bounds from the Gram matrix [M, K, K] of the sums (of ``dim`` coordinates): the
+        bounds read the noised sums only through the norms of the group means and of their total, that is through
+        the Gram matrix of the noised sums, whose exact law :func:`noised_gram` draws from the sums' own."""
+        counts = torch.zeros(gram.shape[:2], device=gram.device).scatter_add_(1, groups, weights)
+        noisy = torch.stack([noised_gram(gram[m], dim, self.sigma_s * self.c0, g) for m, g in enumerate(self.gens)])
+        self.released_counts = counts + self._noise((self.K,)) * self.sigma_b
+        self._b = self.bounds_from_gram(noisy.to(self.device), self.released_counts)
+
     def bounds_from_release(self, noisy_sums: torch.Tensor, noisy_counts: torch.Tensor) -> torch.Tensor:
         """[M, K] bounds from the released sums [M, K, P] and counts [M, K] only."""
         g_k = group_means(noisy_sums, noisy_counts, self.floor)
         g = noisy_sums.sum(1) / torch.clamp(noisy_counts.sum(1), min=self.floor).unsqueeze(-1)
-        ratio = g.norm(dim=-1, keepdim=True) / torch.clamp(g_k.norm(dim=-1), min=1e-12)
+        return self._bounds(g.norm(dim=-1, keepdim=True), g_k.norm(dim=-1))
+
+    def bounds_from_gram(self, noisy_gram: torch.Tensor, noisy_counts: torch.Tensor) -> torch.Tensor:
+        """[M, K] bounds from the Gram matrix [M, K, K] of the released sums and the released counts [M, K]:
+        ‖ḡ_k‖ = √G̃_kk / max(ñ_k, floor), ‖ḡ‖ = √(Σ_kl G̃_kl) / max(Σ_k ñ_k, floor)."""
+        counts = noisy_counts.to(noisy_gram.dtype)
+        g_k = noisy_gram.diagonal(dim1=1, dim2=2).clamp(min=0).sqrt() / torch.clamp(counts, min=self.floor)
+        g = noisy_gram.sum((1, 2)).clamp(min=0).sqrt() / torch.clamp(counts.sum(1), min=self.floor)
+        return self._bounds(g.unsqueeze(-1), g_k).to(self._b.dtype)
+
+    def _bounds(self, norm: torch.Tensor, norm_k: torch.Tensor) -> torch.Tensor:
+        """C_k = max(C_min, C0 · min(s, ‖ḡ‖ / ‖ḡ_k‖)) from ‖ḡ‖ [M, 1] and ‖ḡ_k‖ [M, K]."""
+        ratio = norm / torch.clamp(norm_k, min=1e-12)
         return torch.clamp(self.c0 * torch.clamp(ratio, max=self.s), min=self.c_min)
 
     def state(self) -> dict[str, torch.Tensor]:

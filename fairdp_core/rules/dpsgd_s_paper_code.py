@@ -17,6 +17,7 @@ class DPSGDSPaperCode(Rule):
     label = "DP-SGD-S (paper code, not guaranteed)"
     color = "#CC79A7"
     numerics = 2  # since the per-group sums are one pass over the batch (engine/backends.py, group_sums)
+    numerics_gram = 3  # the dense backend with K > 2: the sums' norms from their Gram matrix
     guaranteed = False
     config = "dpsgd_s_paper"  # the paper rule's section and schema
     settings = Settings
@@ -54,11 +55,20 @@ class GroupMeanRatioClipCode(ClipPolicy):
         return torch.ones_like(norms)
 
     def observe_sums(self, sums: torch.Tensor, groups: torch.Tensor, weights: torch.Tensor) -> None:
-        M, K, _ = sums.shape
-        counts = torch.zeros(M, K, device=sums.device).scatter_add_(1, groups, weights)
+        counts = torch.zeros(sums.shape[:2], device=sums.device).scatter_add_(1, groups, weights)
+        self._set(group_means(sums, counts, 1.0).norm(dim=-1), counts)
+
+    def observe_gram(self, gram: torch.Tensor, groups: torch.Tensor, weights: torch.Tensor, *, dim: int) -> None:
+        """The same bounds from the Gram matrix [M, K, K] of the sums: ‖S_k‖ = √G_kk."""
+        counts = torch.zeros(gram.shape[:2], device=gram.device).scatter_add_(1, groups, weights)
+        norms = gram.diagonal(dim1=1, dim2=2).clamp(min=0).sqrt() / torch.clamp(counts.to(gram.dtype), min=1.0)
+        self._set(norms.to(self._b.dtype), counts)
+
+    def _set(self, norm_k: torch.Tensor, counts: torch.Tensor) -> None:
+        """The bounds from the groups' mean-gradient norms [M, K]; a group absent from the batch keeps its bound."""
+        K = norm_k.shape[1]
         present = counts > 0
-        norm_k = group_means(sums, counts, 1.0).norm(dim=-1)  # [M, K]
-        last = (present * torch.arange(1, K + 1, device=sums.device)).argmax(1)  # the highest group present
+        last = (present * torch.arange(1, K + 1, device=counts.device)).argmax(1)  # the highest group present
         ratio = norm_k.gather(1, last[:, None]) / torch.clamp(norm_k, min=1e-12)
         new = torch.clamp(self.c0 * torch.clamp(ratio, max=self.s), min=self.c_min)
         self._b = torch.where(present, new, self._b)

@@ -15,7 +15,10 @@ The paper code's rule (:class:`~fairdp_core.rules.dpsgd_s_paper.GroupMeanRatioCl
 :class:`~fairdp_core.rules.dpsgd_s_paper_code.GroupMeanRatioClipCode`) also needs the per-group sums
 of per-sample gradients: a policy whose ``group_sums`` is "after" (or "before") gets them through
 ``observe_sums(sums [M, K, P], groups, weights)`` after the step (or before its clipping), weighted by
-``sum_factors(norms)``.
+``sum_factors(norms)``. Where the backend says so (``Backend.reads_gram``: the dense backend with more than two
+groups) the policy gets instead ``observe_gram(gram [M, K, K], groups, weights, dim=P)``, the Gram matrix of those
+sums: the rules read the sums only through norms, and :func:`noised_gram` draws the Gram matrix of the noised sums
+exactly from it.
 
 Shapes: ``norms`` [M, W] per-sample gradient norms; ``groups`` [M, W] int64 in 0..K-1; ``weights`` [M, W] in
 {0, 1} (0 marks batch padding).
@@ -28,7 +31,7 @@ import math
 import torch
 
 __all__ = ["ClipPolicy", "FixedClip", "GlobalQuantile", "GroupFixedClip", "NoClip", "clip_factors", "group_means",
-           "model_noise", "quantile_update"]
+           "model_noise", "noised_gram", "quantile_update"]
 
 
 def clip_factors(norms: torch.Tensor, groups: torch.Tensor, bounds: torch.Tensor) -> torch.Tensor:
@@ -83,6 +86,39 @@ def model_noise(gens: list[torch.Generator | None], shape: tuple[int, ...], devi
     if any(g is None for g in gens):
         raise RuntimeError("this policy was built without count generators: its caller noises the counts")
     return torch.stack([torch.randn(*shape, generator=g, device=g.device) for g in gens]).to(device)
+
+
+def noised_gram(gram: torch.Tensor, dim: int, scale: float, generator: torch.Generator | None) -> torch.Tensor:
+    """The Gram matrix [K, K] (float64) of S + scale·Z, with Z a [dim, K] matrix of independent N(0, 1) draws, drawn
+    EXACTLY in law from S's Gram matrix ``gram`` = SᵀS alone, with K² + K(K+1)/2 draws instead of dim·K.
+
+    Write S = Q R with Q [dim, K] orthonormal columns and R = (SᵀS)^½ (any R with RᵀR = SᵀS will do; the symmetric
+    root does not depend on the eigenvectors' signs). Z = Q Z₁ + Z⊥ with Z₁ = QᵀZ [K, K] of independent N(0, 1)
+    draws and Z⊥ = (I − QQᵀ) Z independent of it (Z's law is invariant under rotation), so
+    (S + scale·Z)ᵀ(S + scale·Z) = (R + scale·Z₁)ᵀ(R + scale·Z₁) + scale²·Z⊥ᵀZ⊥, the cross terms vanishing as
+    QᵀZ⊥ = 0, and Z⊥ᵀZ⊥ ~ Wishart_K(dim − K, I). The Wishart matrix is drawn by Bartlett's decomposition
+    (L lower-triangular, L_ii² ~ χ²(dim − K − i) for i = 0..K−1, L_ij ~ N(0, 1) below the diagonal, W = LLᵀ),
+    or from dim − K Gaussian rows where dim − K < K. Draw order from ``generator``: Z₁, then the off-diagonal
+    normals, then the χ² draws (or the rows)."""
+    K = gram.shape[-1]
+    if gram.shape != (K, K) or dim < K:
+        raise ValueError(f"need a [K, K] Gram matrix of K ≤ dim vectors: got {tuple(gram.shape)} with dim = {dim}")
+    dev = generator.device if generator is not None else gram.device
+    lam, V = torch.linalg.eigh(gram.to(dev, torch.float64))
+    R = (V * lam.clamp(min=0).sqrt()) @ V.T
+    A = R + scale * torch.randn(K, K, generator=generator, dtype=torch.float64, device=dev)
+    n = dim - K
+    if n >= K:
+        L = torch.zeros(K, K, dtype=torch.float64, device=dev)
+        rows, cols = torch.tril_indices(K, K, -1, device=dev)
+        L[rows, cols] = torch.randn(len(rows), generator=generator, dtype=torch.float64, device=dev)
+        df = n - torch.arange(K, dtype=torch.float64, device=dev)
+        L[range(K), range(K)] = (2.0 * torch._standard_gamma(df / 2.0, generator=generator)).sqrt()
+        wishart = L @ L.T
+    else:
+        rest = torch.randn(n, K, generator=generator, dtype=torch.float64, device=dev)
+        wishart = rest.T @ rest
+    return A.T @ A + scale ** 2 * wishart
 
 
 class NoClip(ClipPolicy):
