@@ -555,6 +555,17 @@ def _outcome_line(params: Params) -> str:
             f"paired bootstrap over test records){tpr}. See <a href='outcome_fairness.html'>outcome fairness</a>.</p>")
 
 
+def this_run_detections(dp: pd.DataFrame, alpha: float = 0.05) -> tuple[int, int]:
+    """(configurations whose Δ > 0 survives Holm's correction over every configuration with a p-value, how many had
+    one): each configuration's ``p_delta`` (already Holm-adjusted over its group pairs) adjusted again over the
+    configurations, so that 1 of 32 unadjusted exclusions, the chance rate, is not read as a detection."""
+    from .audit.inference import holm
+
+    p = dp["p_delta"].to_numpy(float) if len(dp) and "p_delta" in dp else np.array([])
+    p = p[np.isfinite(p)]
+    return (int((holm(p) <= alpha).sum()) if len(p) else 0), len(p)
+
+
 def _findings_box(params: Params, evidence: list[dict], df: pd.DataFrame, agg: pd.DataFrame, *,
                   meta: str = "") -> str:
     """What this profile's own runs say (the paper's claims are decided by the claims campaign, above it): can its
@@ -563,12 +574,17 @@ def _findings_box(params: Params, evidence: list[dict], df: pd.DataFrame, agg: p
     dp = agg[agg.algorithm != "sgd"] if len(agg) else agg
     n_excl = int((dp["delta_lo"] > 0).sum()) if len(dp) else 0
     n_below = int((dp["delta_pp"] < dp["null_floor_pp"]).sum()) if len(dp) else 0
+    n_adj, n_tested = this_run_detections(dp)
+    adjusted = (f"; after Holm's correction over the {n_tested} with a p-value, <b>{n_adj}</b>" if n_tested else
+                "; no configuration has a p-value to correct, so none counts as detected")
     null_line = (f"<p><b>This run</b> ({params.profile} profile, m = {params.audit.m}, 2R = {2 * params.audit.R}): "
-                 f"Δ's 95% interval excludes 0 in <b>{n_excl} of {len(dp)}</b> DP configurations, and {n_below} of "
-                 f"them have a Δ below its null floor (the Δ that permuted group labels give): "
+                 f"Δ's 95% interval excludes 0 in {n_excl} of {len(dp)} DP configurations (unadjusted: about "
+                 f"{0.05 * len(dp):.1f} would by chance alone){adjusted}. {n_below} of them have a Δ below its null "
+                 f"floor (the Δ that permuted group labels give): "
                  + ("<b>no group disparity is detectable at this scale</b>; the verdicts above rest on the claims "
-                    "campaign's larger design." if n_excl == 0 else
-                    "group disparities are detectable in those configurations (main table).") + "</p>")
+                    "campaign's larger design." if n_adj == 0 else
+                    f"group disparities are detectable in {n_adj} configuration{'s' * (n_adj != 1)} (main table, "
+                    "column p (Holm)).") + "</p>")
     audit = audit_claims(params, df)
     audit_rows = []
     widest = float(agg["delta_pp"].max()) if len(agg) else float("nan")

@@ -316,3 +316,21 @@ def test_agreement_intervals_hold_their_coverage(scale):
         assert hit_nt / N < 0.93, hit_nt / N
 
 
+
+
+def test_this_run_counts_a_detection_only_after_holm_over_the_configurations():
+    """32 DP configurations, one with p = 0.03 (its 95% interval would exclude 0: the chance rate, 1 in 20): no
+    detection after Holm over the 32. One at p = 1e-5 survives (32 × 1e-5 < 0.05); NaN p-values are not counted as
+    tested; none at all gives (0, 0)."""
+    import pandas as pd
+
+    from fairdp_core.reporting import this_run_detections
+
+    p = np.full(32, 0.6)
+    p[3] = 0.03
+    assert this_run_detections(pd.DataFrame({"p_delta": p})) == (0, 32)
+    p[5] = 1e-5
+    assert this_run_detections(pd.DataFrame({"p_delta": p})) == (1, 32)
+    p[:10] = np.nan
+    assert this_run_detections(pd.DataFrame({"p_delta": p})) == (0, 22)
+    assert this_run_detections(pd.DataFrame({"p_delta": [np.nan]})) == (0, 0)
