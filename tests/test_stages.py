@@ -315,3 +315,39 @@ def test_exp_show_drops_dependency_and_generated_columns_only():
     kept = ["seed", "profile", "train.lr", "audit.n_boot", "sweep.taus", "data.datasets.adult.group",
             *(f"{cfg}.{k}" for cfg, v in metrics.items() for k in v)]
     assert not [c for c in kept if drop(c)]
+
+
+def test_beyond_stages_depend_only_on_the_banks_they_read(tmp_path):
+    """beyond_attribute and beyond_inversion depend on their manifests, not on all of results/plan and results/train;
+    the manifest (``beyond inputs``) lists exactly the beyond.algorithms runs of each part's datasets, and changes
+    when one of their banks changes, never when a bank of another algorithm (DP-SGD-S's, after a τ edit) does."""
+
+    from fairdp_core.config import load_params
+    from fairdp_core.stages.beyond import beyond_runs, run_inputs
+
+    for stage in ("beyond_attribute", "beyond_inversion"):
+        deps = DVC[stage]["deps"]
+        assert "results/train" not in deps and "results/plan" not in deps
+        assert f"results/beyond/inputs/{stage.split('_')[1]}.json" in deps
+    shutil.copy(ROOT / "params.yaml", tmp_path / "params.yaml")
+    shutil.copy(ROOT / "runs.yaml", tmp_path / "runs.yaml")
+    params = load_params(tmp_path / "params.yaml")
+    for name in params.runs:
+        bank = tmp_path / "results/train" / name
+        bank.mkdir(parents=True)
+        (bank / "bank.pt").write_bytes(name.encode())
+        (tmp_path / "results/plan/train").mkdir(parents=True, exist_ok=True)
+        (tmp_path / "results/plan/train" / f"{name}.json").write_text(f'{{"run": "{name}"}}')
+    out = tmp_path / "results/beyond/inputs"
+    first = run_inputs(params, out)
+    read = beyond_runs(params, params.beyond.attribute.datasets)
+    assert read and sorted(first["attribute"]) == sorted(read)
+    assert json.loads((out / "attribute.json").read_text()) == first["attribute"]
+    other = next(n for n, r in params.runs.items() if r.algorithm not in params.beyond.algorithms)
+    (tmp_path / "results/train" / other / "bank.pt").write_bytes(b"retrained")
+    before = (out / "attribute.json").read_bytes(), (out / "inversion.json").read_bytes()
+    run_inputs(params, out)
+    assert ((out / "attribute.json").read_bytes(), (out / "inversion.json").read_bytes()) == before
+    (tmp_path / "results/train" / read[0] / "bank.pt").write_bytes(b"retrained")
+    run_inputs(params, out)
+    assert (out / "attribute.json").read_bytes() != before[0]

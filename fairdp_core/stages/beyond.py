@@ -4,13 +4,17 @@ study's banks, and the utility of DP-SGD on the DP-SGD material's MNIST CNN (``r
     python -m fairdp_core.stages.beyond attribute   # runs of beyond.attribute.datasets × beyond.algorithms
     python -m fairdp_core.stages.beyond inversion   # image runs of beyond.inversion.datasets × beyond.algorithms
     python -m fairdp_core.stages.beyond utility     # each beyond.utility entry: non-private and DP-SGD, `seeds` models
+    python -m fairdp_core.stages.beyond inputs      # the plans and banks attribute and inversion read, by md5
 
 Writes atomically. ``attribute``: ``groups.csv`` (per run and group: success on members and non-members, their
 gap, with intervals), ``overall.csv`` (per run: success, base rate, balanced accuracy and advantage, the
 member − non-member gap, and for the meta-classifier its label-only baseline). ``inversion``: ``reconstructions.csv``
 (one row per model, class and restart: the evaluator's verdicts, distances, confidence), ``evaluators.json`` (their
 held-out accuracy), ``examples.npz`` (model 0's reconstructions per run, for figures). ``utility``: ``utility.json``
-(accuracy per seed, the accounting, wall time). Timings go to ``results/timings/beyond-<part>.json``.
+(accuracy per seed, the accounting, wall time). ``inputs``: ``attribute.json`` and ``inversion.json``, the md5 of
+every plan and bank file each of those parts reads; their stages depend on these instead of on all of results/plan
+and results/train, so an edit that retrains other banks (a τ edit retrains DP-SGD-S's) reruns neither. Timings go
+to ``results/timings/beyond-<part>.json``.
 """
 
 from __future__ import annotations
@@ -41,10 +45,10 @@ from ..engine.trainer import TrainedBank
 from ..seeding import derive_rng, derive_seed
 from . import jsonable, read_plan, stage_main, write_timings
 
-__all__ = ["PARTS", "attribute_method", "attribute_run", "beyond_runs", "main", "run_attribute", "run_inversion",
-           "run_utility", "utility_run"]
+__all__ = ["PARTS", "attribute_method", "attribute_run", "beyond_runs", "main", "run_attribute", "run_inputs",
+           "run_inversion", "run_utility", "utility_run"]
 
-PARTS = ("attribute", "inversion", "utility")
+PARTS = ("attribute", "inversion", "utility", "inputs")
 PUBLIC_MAX = 5000  # public records the meta-classifier and the baselines are fitted on (a random subset of the test split)
 
 
@@ -52,6 +56,32 @@ def beyond_runs(params: Params, datasets: list[str]) -> list[str]:
     """The runs of ``datasets`` whose algorithm is in ``beyond.algorithms``, in runs.yaml's order."""
     return [name for name, r in params.runs.items()
             if r.dataset in datasets and r.algorithm in params.beyond.algorithms]
+
+
+def run_inputs(params: Params, out: Path, *, progress: bool = True) -> dict[str, dict]:
+    """Per part (attribute, inversion), each run it reads: the md5 of its plan and of every file of its bank."""
+    import hashlib
+
+    def md5(path: Path) -> str:
+        h = hashlib.md5()
+        with path.open("rb") as f:
+            for block in iter(lambda: f.read(1 << 20), b""):
+                h.update(block)
+        return h.hexdigest()
+
+    manifests = {}
+    for part, datasets in (("attribute", params.beyond.attribute.datasets),
+                           ("inversion", params.beyond.inversion.datasets)):
+        runs = {}
+        for name in beyond_runs(params, datasets):
+            bank = params.resolve("results/train") / name
+            runs[name] = {"plan": md5(params.resolve("results/plan/train") / f"{name}.json"),
+                          **{f"bank/{f.name}": md5(f) for f in sorted(bank.iterdir()) if f.is_file()}}
+        manifests[part] = runs
+    with atomic_dir(out) as tmp:
+        for part, runs in manifests.items():
+            (tmp / f"{part}.json").write_text(json.dumps(runs, indent=1, sort_keys=True) + "\n")
+    return manifests
 
 
 def _run_info(params: Params, name: str) -> dict:
@@ -341,7 +371,7 @@ def _main(argv: list[str]) -> int:
     torch.set_num_threads(params.train.threads)
     out = Path(args.out or params.resolve("results/beyond") / args.part)
     t0 = time.perf_counter()
-    {"attribute": run_attribute, "inversion": run_inversion, "utility": run_utility}[args.part](
+    {"attribute": run_attribute, "inversion": run_inversion, "utility": run_utility, "inputs": run_inputs}[args.part](
         params, out, progress=not args.quiet)
     write_timings(params, f"beyond-{args.part}", {"seconds": time.perf_counter() - t0})
     if args.store and args.part == "utility":
