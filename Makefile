@@ -85,11 +85,14 @@ breakages: $(STAMP)
 
 .PHONY: bench bench-quick bench-sharding bench-gpu bench-ratios
 # The cost of privacy first (DP-SGD ÷ non-private at one bank size per workload, 7 interleaved rounds, against
-# benchmarks/ratios_baseline.json: benchmarks/ratios.md), then the table against Opacus, then sharding.
+# benchmarks/ratios_baseline.json: benchmarks/ratios.md), then the table against Opacus, then sharding, then each
+# rule's cost against DP-SGD's in the engine (benchmarks/rule_cost.md) and on the Opacus route (opacus_rule_cost.md).
 bench: $(STAMP)
 	$(BIN)/python benchmarks/run.py --ratios
 	$(BIN)/python benchmarks/run.py
 	$(BIN)/python benchmarks/run.py --sharding
+	$(BIN)/python benchmarks/run.py --rule-cost
+	$(BIN)/python benchmarks/run.py --opacus-rule-cost
 
 bench-ratios: $(STAMP)
 	$(BIN)/python benchmarks/run.py --ratios

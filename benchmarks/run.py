@@ -7,6 +7,7 @@
     python benchmarks/run.py --ratios [--rounds 7] [--save-baseline]   # DP-SGD ÷ non-private, one fixed M per workload
     python benchmarks/run.py --cnn-step [--repeats 5]   # where a CNN's DP-SGD step goes, per model and step
     python benchmarks/run.py --rule-cost [--rounds 5]   # each rule's time ÷ DP-SGD's at K = 2 and 10 groups
+    python benchmarks/run.py --opacus-rule-cost [--rounds 5]   # the same on the Opacus route, ÷ Opacus's DP-SGD
 
 Writes ``results.json`` (a list of records: workload, method, n_models, samples_per_s, model_epochs_per_s,
 gflops, ...) and ``results.md``. Workloads use synthetic data of the study's shapes: Adult-shaped (n = 32,000,
@@ -151,11 +152,18 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=7, help="--ratios: interleaved rounds (at least 5)")
     ap.add_argument("--save-baseline", action="store_true",
                     help="--ratios: also write ratios_baseline.json, what later runs compare non-private speed with")
+    ap.add_argument("--opacus-rule-cost", action="store_true",
+                    help="the Opacus route: each make_private_<rule> ÷ Opacus's DP-SGD (benchmarks/opacus_rule_cost.md)")
     ap.add_argument("--rule-cost", action="store_true",
                     help="each clipping rule's time per step ÷ DP-SGD's, K = 2 and 10 groups (benchmarks/rule_cost.md)")
     ap.add_argument("--cnn-step", action="store_true",
                     help="only where a CNN's DP-SGD step goes, per model and step, against SGD's (one thread)")
     args = ap.parse_args()
+    if args.opacus_rule_cost:
+        torch.set_num_threads(args.threads)
+        if args.rounds < 5:
+            ap.error("--rounds: at least 5 interleaved rounds")
+        return opacus_rule_cost(Path(args.out), rounds=args.rounds)
     if args.rule_cost:
         torch.set_num_threads(args.threads)
         if args.rounds < 5:
@@ -589,6 +597,101 @@ def rule_cost(out: Path, *, rounds: int) -> None:
                      f"| {r['ratio_min']:.2f}–{r['ratio_max']:.2f} | {r['target']:.1f} "
                      f"| {'yes' if r['ratio'] <= r['target'] else 'no'} |")
     (out / "rule_cost.md").write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+
+
+OPACUS_RULES = ("dpsgd_s", "dpsgd_f", "global_adapt", "adaclip")
+
+
+def _opacus_rule_step(X, y, g, C, model_name, *, rule: str, K: int, steps: int) -> float:
+    """Seconds per step of ``steps`` Poisson batches (B = 256) through ``PrivacyEngine.make_private`` (rule
+    "dpsgd") or the rule's ``make_private_<rule>`` (fairdp_core.opacus_compat), one model, σ_eff = 1, C = 1."""
+    from fairdp_core import opacus_compat as oc
+
+    torch.manual_seed(0)
+    model = build_model(model_name, X.shape[1:], C)
+    loader = DataLoader(TensorDataset(torch.as_tensor(X), torch.as_tensor(y), torch.as_tensor(g)), batch_size=B,
+                        generator=torch.Generator().manual_seed(0))
+    pe = PrivacyEngine(accountant="rdp")
+    common = dict(module=model, optimizer=torch.optim.SGD(model.parameters(), lr=0.1), data_loader=loader,
+                  noise_multiplier=1.0)
+    if rule == "dpsgd":
+        model, opt, loader = pe.make_private(max_grad_norm=1.0, **common)
+    elif rule == "dpsgd_s":
+        model, opt, loader = oc.make_private_dpsgd_s(pe, sigma_b=20.0, n_groups=K, tau=1.0, gamma=0.75, eta_q=0.2,
+                                                     q_init=1.0, **common)
+    elif rule == "dpsgd_f":
+        model, opt, loader = oc.make_private_dpsgd_f(pe, sigma_b=20.0, n_groups=K, clip=1.0, **common)
+    elif rule == "global_adapt":
+        model, opt, loader = oc.make_private_global_adapt(pe, sigma_b=20.0, clip=1.0, z_init=1.0, **common)
+    else:
+        model, opt, loader = oc.make_private_adaclip(pe, unclipped_num_std=20.0, max_grad_norm=1.0, **common)
+    grouped = hasattr(opt, "set_groups")
+    done, elapsed = 0, 0.0
+    while done < steps:
+        for xb, yb, gb in loader:
+            t0 = time.perf_counter()
+            opt.zero_grad()
+            nn.functional.cross_entropy(model(xb), yb).backward()
+            if grouped:
+                opt.set_groups(gb)
+            opt.step()
+            elapsed += time.perf_counter() - t0
+            done += 1
+            if done == steps:
+                break
+    return elapsed / steps
+
+
+def opacus_rule_cost(out: Path, *, rounds: int) -> None:
+    """The Opacus route: each rule's ``make_private_<rule>`` seconds per step ÷ Opacus's own DP-SGD
+    (``make_private``) on the same data, one model, ``rounds`` interleaved rounds after an untimed one (medians of
+    per-round ratios, with their range). Workloads and K as in :func:`rule_cost` (groups drawn uniformly)."""
+    import subprocess
+
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=Path(__file__).parent, capture_output=True,
+                            text=True).stdout.strip() or None
+    env = {"threads": torch.get_num_threads(), "torch": torch.__version__, "rounds": rounds, "commit": commit,
+           "load_avg_before": round(os.getloadavg()[0], 2)}
+    plan = {"adult_lr": (2, 40, 1.1), "mnist_mlp": (10, 12, 1.3)}
+    data = {}
+    for wl, (K, _steps, _) in plan.items():
+        X, y, C, model_name = workload(wl)
+        data[wl] = (X, y, np.random.default_rng(1).integers(0, K, len(y)), C, model_name)
+        for rule in ("dpsgd", *OPACUS_RULES):  # untimed
+            _opacus_rule_step(*data[wl], rule=rule, K=K, steps=2)
+    per: dict[tuple, list[float]] = {}
+    for rnd in range(rounds):
+        for wl, (K, steps, _) in plan.items():
+            order = ["dpsgd", *OPACUS_RULES]
+            for rule in (order if rnd % 2 == 0 else order[::-1]):
+                per.setdefault((wl, rule), []).append(_opacus_rule_step(*data[wl], rule=rule, K=K, steps=steps))
+        print(f"round {rnd + 1} of {rounds} done", flush=True)
+    env["load_avg_after"] = round(os.getloadavg()[0], 2)
+    records = []
+    for wl, (K, steps, target) in plan.items():
+        base = np.array(per[(wl, "dpsgd")])
+        for rule in OPACUS_RULES:
+            ratio = np.array(per[(wl, rule)]) / base
+            records.append({"workload": wl, "K": K, "steps": steps, "rule": rule,
+                            "opacus_dpsgd_ms_per_step": round(1000 * float(np.median(base)), 2),
+                            "rule_ms_per_step": round(1000 * float(np.median(per[(wl, rule)])), 2),
+                            "ratio": round(float(np.median(ratio)), 3), "ratio_min": round(float(ratio.min()), 3),
+                            "ratio_max": round(float(ratio.max()), 3), "target": target})
+            print(json.dumps(records[-1]), flush=True)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "opacus_rule_cost.json").write_text(json.dumps({"environment": env, "records": records}, indent=1))
+    lines = [f"The Opacus route: each rule's make_private_<rule> time per step ÷ Opacus's own DP-SGD (make_private) "
+             f"on the same data, one model, measured in one run: {env['threads']} threads, torch {env['torch']}, commit "
+             f"{commit}, medians of {rounds} interleaved rounds (the ratio: the median of per-round ratios, with its "
+             f"range); load average {env['load_avg_before']} before, {env['load_avg_after']} after.", "",
+             "| workload | K | rule | Opacus DP-SGD ms/step | rule ms/step | rule ÷ DP-SGD | range | target | met |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for r in records:
+        lines.append(f"| {r['workload']} | {r['K']} | {r['rule']} | {r['opacus_dpsgd_ms_per_step']} "
+                     f"| {r['rule_ms_per_step']} | {r['ratio']:.2f} | {r['ratio_min']:.2f}–{r['ratio_max']:.2f} "
+                     f"| {r['target']:.1f} | {'yes' if r['ratio'] <= r['target'] else 'no'} |")
+    (out / "opacus_rule_cost.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
 
 
