@@ -63,9 +63,10 @@ def test_cnn_one_pass_group_sums_equal_k_passes(K):
 @pytest.mark.parametrize("K", [2, 3, 5, 10])
 @pytest.mark.parametrize(("model", "width"), [("lr", 12), ("mlp", 12), ("mlp", 300)])
 def test_dense_group_gram_equals_the_gram_of_the_k_sums(model, width, K):
-    """float64 inner products of the K-pass sums (the reference) against group_gram: the MLP at width 300 takes the
-    pairs route in its first layer and the sums route in its second; LR and the narrow MLP the sums route, except
-    the narrow MLP with K = 10 (pairs in both layers). A group absent everywhere has a zero row and column."""
+    """float64 inner products of the K-pass sums (the reference) against group_gram. A layer takes the pairs route
+    where W·(in + out) < K·in·out, so both routes run here: sums for LR at K ≤ 5 and for the MLP at width 300 and
+    K = 2, pairs for LR at K = 10 and for the MLP's first layer at width 300 and K = 10. A group absent everywhere
+    has a zero row and column."""
     backend, _params, ctx, g, f = _setup(model, (width,), K)
     assert isinstance(backend, DenseBackend) and backend.reads_gram(K) == (K > 2)
     sums = _k_passes(backend, ctx, f, g, K)

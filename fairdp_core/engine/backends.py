@@ -149,8 +149,10 @@ class DenseBackend(Backend):
         routes. Per sample the weight-and-bias gradient is g_i = δ_i [a_i, 1]ᵀ, so g_i·g_j = (δ_i·δ_j)(a_i·a_j + 1)
         and G_kl = Σ_{i in k, j in l} f_i f_j (δ_i·δ_j)(a_i·a_j + 1): one [W, W] matrix of pairs, about W²·(in + out)
         multiply-adds, summed by group with the one-hot [W, K] matrix H (the MLP's wide first layer). Or the K sums
-        themselves, as one matmul of (H ⊗ f·δ) with [a, 1], about K·W·(in + 1)·out, and their inner products (the
-        narrow layers: LR's, the MLP's output layer)."""
+        themselves, as one matmul of (H ⊗ f·δ) with [a, 1], about K·W·(in + 1)·out, and their inner products in
+        float64 (the narrow layers: LR's, the MLP's output layer). The pairs are formed in float64: in float32 a
+        group of nearly cancelling clipped gradients got a Gram entry wrong by about 1e-6·C0², which the release's
+        square root turns into 1e-3·C0 in the sum's norm (the float32 sums' own error is about 1e-7·C0)."""
         acts, deltas = ctx
         M, W = groups.shape
         H = torch.nn.functional.one_hot(groups, K).to(factors.dtype)  # [M, W, K]
@@ -160,7 +162,10 @@ class DenseBackend(Backend):
             a1 = torch.cat([a, a.new_ones(M, W, 1)], -1)
             n_in, n_out = a1.shape[-1], d.shape[-1]
             if W * (n_in + n_out) < K * n_in * n_out:
-                pairs = torch.bmm(fd, fd.transpose(1, 2)).mul_(torch.bmm(a1, a1.transpose(1, 2))).double()
+                # in float64: the group sums of nearly cancelling pairs are small differences of large terms, and
+                # the release's square root of the Gram matrix would turn a float32 error E into about √E
+                fd64, a64 = fd.double(), a1.double()
+                pairs = torch.bmm(fd64, fd64.transpose(1, 2)).mul_(torch.bmm(a64, a64.transpose(1, 2)))
                 Hd = H.double()
                 gram += torch.bmm(Hd.transpose(1, 2), torch.bmm(pairs, Hd))
             else:
