@@ -351,3 +351,40 @@ def test_beyond_stages_depend_only_on_the_banks_they_read(tmp_path):
     (tmp_path / "results/train" / read[0] / "bank.pt").write_bytes(b"retrained")
     run_inputs(params, out)
     assert (out / "attribute.json").read_bytes() != before[0]
+
+
+def test_dry_lists_the_runs_a_params_edit_reruns_with_their_time(tmp_path, capsys):
+    """`fairdp dry` after `fairdp set train.dpsgd_s.tau=2.0`: exactly the runs whose train plan changes (DP-SGD-S's
+    and the non-private reading's, as test_a_key_changes_exactly_the_plans... has it), each train + attack, with
+    the seconds of its timings files summed (train 10 s + attack 2.5 s here); after `grid.0.seeds` grows, a new
+    run is estimated from a run of the same dataset, model and algorithm; before any plan, one line says so."""
+    from fairdp_core.cli import main, set_params
+    from fairdp_core.config import load_params
+    from fairdp_core.stages.plan import rerun_estimate, write_plans
+
+    params_path = tmp_path / "params.yaml"
+    shutil.copy(ROOT / "params.yaml", params_path)
+    shutil.copy(ROOT / "runs.yaml", tmp_path / "runs.yaml")
+    assert main(["--params", str(params_path), "dry"]) == 0
+    assert "no plans" in capsys.readouterr().out
+    params = load_params(params_path)
+    write_plans(params, tmp_path / "results/plan")
+    (tmp_path / "results/timings").mkdir(parents=True)
+    for name in params.runs:
+        (tmp_path / "results/timings" / f"train-{name}.json").write_text('{"train_s": 9.5, "signals_s": 0.5, "workers": 1}')
+        (tmp_path / "results/timings" / f"attack-{name}.json").write_text('{"ga_s": 2.0, "gba_s": 0.5}')
+    assert rerun_estimate(load_params(params_path))["reruns"] == []
+    set_params(params_path, ["train.dpsgd_s.tau=2.0"])
+    est = rerun_estimate(load_params(params_path))
+    names = {r[0] for r in est["reruns"]}
+    assert names == {n for n in params.runs if _RULES["train.dpsgd_s.tau=2.0"][0](n)}, names
+    assert all(parts == ["train", "attack"] and secs == 12.5 and src is None for _, parts, secs, src in est["reruns"])
+    assert main(["--params", str(params_path), "dry", "--limit", "2"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith(f"fairdp dry: `dvc repro` will rerun {len(names)} of {len(params.runs)} runs") and \
+        f"... and {len(names) - 2} more" in out
+    set_params(params_path, ["train.dpsgd_s.tau=1.0", "grid.0.seeds=3"])
+    est = rerun_estimate(load_params(params_path))
+    new = [r for r in est["reruns"] if r[0].endswith("-s2")]
+    assert new and all(secs == 12.5 and src is not None and src.rsplit("-", 1)[0] == n.rsplit("-", 1)[0]
+                       for n, _, secs, src in new)

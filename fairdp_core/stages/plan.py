@@ -91,6 +91,58 @@ def write_plans(params: Params, out: str | os.PathLike) -> Path:
     return out
 
 
+def _seconds(path: Path) -> float | None:
+    """The stage seconds a timings file records (the sum of its ``*_s`` entries), None without one."""
+    try:
+        d = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    vals = [v for k, v in d.items() if k.endswith("_s") and isinstance(v, (int, float))]
+    return float(sum(vals)) if vals else None
+
+
+def rerun_estimate(params: Params) -> dict:
+    """What ``dvc repro`` will rerun after a params edit, read off the plans before it runs: each run whose train
+    or attack plan under results/plan differs from the one ``params`` gives (a train rerun also reruns its attack,
+    which reads the bank), with the seconds its stages last took (results/timings); a new run without a timing is
+    estimated from a run of the same dataset, model and algorithm (at the same ε where one has a timing).
+    ``reruns``: [(run, parts, seconds or None, estimated from)]; ``removed``: planned runs no longer in params;
+    ``planned``: False when results/plan has no plans yet (a fresh checkout)."""
+    plan_dir, timings = params.resolve("results/plan"), params.resolve("results/timings")
+    known = {f.stem for f in (plan_dir / "train").glob("*.json")}
+    out: dict = {"planned": bool(known), "reruns": [], "total_runs": len(params.runs),
+                 "removed": sorted(known - set(params.runs))}
+
+    def run_seconds(name: str, parts: list[str]) -> float | None:
+        vals = [_seconds(timings / f"{k}-{name}.json") for k in parts]
+        return None if any(v is None for v in vals) else sum(vals)
+
+    for name in params.runs:
+        if name in known:
+            parts = [kind for kind, fn in (("train", train_plan), ("attack", attack_plan))
+                     if not (plan_dir / kind / f"{name}.json").is_file()
+                     or (plan_dir / kind / f"{name}.json").read_text() != _dump(fn(params, name))]
+        else:
+            parts = ["train", "attack"]
+        if parts == ["train"]:
+            parts.append("attack")
+        if not parts:
+            continue
+        secs, source = run_seconds(name, parts), None
+        if secs is None:  # a new run: the timing of a run like it, at the same ε first
+            r = params.runs[name]
+            like = [o for o, v in params.runs.items() if o != name
+                    and (v.dataset, v.model, v.algorithm) == (r.dataset, r.model, r.algorithm)]
+            like.sort(key=lambda o: params.runs[o].epsilon != r.epsilon)
+            for other in like:
+                secs = run_seconds(other, parts)
+                if secs is not None:
+                    source = other
+                    break
+        out["reruns"].append((name, parts, secs, source))
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="fairdp plan", description=__doc__)
     ap.add_argument("--params", default="params.yaml")
