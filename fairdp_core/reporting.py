@@ -579,8 +579,8 @@ def _findings_box(params: Params, evidence: list[dict], df: pd.DataFrame, agg: p
                 "; no configuration has a p-value to correct, so none counts as detected")
     null_line = (f"<p><b>This run</b> ({params.profile} profile, m = {params.audit.m}, 2R = {2 * params.audit.R}): "
                  f"Δ's 95% interval excludes 0 in {n_excl} of {len(dp)} DP configurations (unadjusted: about "
-                 f"{0.05 * len(dp):.1f} would by chance alone){adjusted}. {n_below} of them have a Δ below its null "
-                 f"floor (the Δ that permuted group labels give): "
+                 f"{0.05 * len(dp):.1f} would by chance alone){adjusted}. {n_below} of the {len(dp)} have a Δ below "
+                 f"its null floor (the Δ that permuted group labels give): "
                  + ("<b>no group disparity is detectable at this scale</b>; the verdicts above rest on the claims "
                     "campaign's larger design." if n_adj == 0 else
                     f"group disparities are detectable in {n_adj} configuration{'s' * (n_adj != 1)} (main table, "
