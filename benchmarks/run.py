@@ -526,20 +526,46 @@ def _rule_bank(X, y, g, C, model_name, *, M: int, algorithm: str, steps: int, K:
     return bank.seconds / bank.steps
 
 
+def _bench_env(rounds: int) -> dict:
+    """A rule-cost run's environment: threads, torch, rounds, the commit and the load average before."""
+    import subprocess
+
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=Path(__file__).parent, capture_output=True,
+                            text=True).stdout.strip() or None
+    return {"threads": torch.get_num_threads(), "torch": torch.__version__, "rounds": rounds, "commit": commit,
+            "load_avg_before": round(os.getloadavg()[0], 2)}
+
+
+def _interleaved(workloads, arms: list, timed, rounds: int) -> dict[tuple, list[float]]:
+    """``rounds`` rounds of ``timed(workload, arm)`` over every workload and arm, the arms in reverse order every
+    other round: {(workload, arm): seconds per step, one per round}."""
+    per: dict[tuple, list[float]] = {}
+    for rnd in range(rounds):
+        for wl in workloads:
+            for arm in (arms if rnd % 2 == 0 else arms[::-1]):
+                per.setdefault((wl, arm), []).append(timed(wl, arm))
+        print(f"round {rnd + 1} of {rounds} done", flush=True)
+    return per
+
+
+def _ratio(base: list[float], times: list[float], digits: int) -> dict:
+    """Milliseconds per step of the baseline and the arm (medians), and the median per-round ratio with its range."""
+    b, t = np.array(base), np.array(times)
+    ratio = t / b
+    return {"base_ms": round(1000 * float(np.median(b)), digits),
+            "rule_ms_per_step": round(1000 * float(np.median(t)), digits), "ratio": round(float(np.median(ratio)), 3),
+            "ratio_min": round(float(ratio.min()), 3), "ratio_max": round(float(ratio.max()), 3)}
+
+
 def rule_cost(out: Path, *, rounds: int) -> None:
     """Each rule's seconds per step ÷ DP-SGD's on the same bank (M models, K groups drawn uniformly), ``rounds``
     interleaved rounds after an untimed one; the ratio is the median of per-round ratios, with its range. The paper
     rules are timed twice: as the engine runs them (the CNN's one-pass group sums; on the dense backend with K > 2
     the Gram matrix of the sums and the release drawn from it) and with K passes of the clipped sum and the full
     release (the code before both), in the same rounds."""
-    import subprocess
-
     from fairdp_core.engine import backends
 
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=Path(__file__).parent, capture_output=True,
-                            text=True).stdout.strip() or None
-    env = {"threads": torch.get_num_threads(), "torch": torch.__version__, "rounds": rounds, "commit": commit,
-           "load_avg_before": round(os.getloadavg()[0], 2)}
+    env = _bench_env(rounds)
     arms = [(r, "engine") for r in RULE_COST_RULES] + [("dpsgd_s_paper", "K passes"), ("dpsgd_s_paper_code", "K passes")]
     engine_path = {(c, a): getattr(c, a) for c in (backends.DenseBackend, backends.LayerBackend)
                    for a in ("group_sums", "reads_gram")}
@@ -562,30 +588,21 @@ def rule_cost(out: Path, *, rounds: int) -> None:
         data[wl] = (X, y, np.random.default_rng(1).integers(0, K, len(y)), C, model_name)
         for alg, how in [("dpsgd", "engine"), *arms]:  # untimed: allocator growth, lazy inits
             timed(wl, data[wl], alg, how, max(2, steps // 4))
-    per: dict[tuple, list[float]] = {}
-    for rnd in range(rounds):
-        for wl, (_K, _M, steps, _) in RULE_COST_PLAN.items():
-            order = [("dpsgd", "engine"), *arms]
-            for alg, how in (order if rnd % 2 == 0 else order[::-1]):
-                per.setdefault((wl, alg, how), []).append(timed(wl, data[wl], alg, how, steps))
-        print(f"round {rnd + 1} of {rounds} done", flush=True)
+    per = _interleaved(RULE_COST_PLAN, [("dpsgd", "engine"), *arms],
+                       lambda wl, arm: timed(wl, data[wl], *arm, RULE_COST_PLAN[wl][2]), rounds)
     env["load_avg_after"] = round(os.getloadavg()[0], 2)
     records = []
     for wl, (K, M, steps, target) in RULE_COST_PLAN.items():
-        base = np.array(per[(wl, "dpsgd", "engine")])
         for alg, how in arms:
-            ratio = np.array(per[(wl, alg, how)]) / base
+            r = _ratio(per[(wl, ("dpsgd", "engine"))], per[(wl, (alg, how))], 1)
             records.append({"workload": wl, "K": K, "n_models": M, "steps": steps, "rule": alg, "group_sums": how,
-                            "dpsgd_ms_per_step": round(1000 * float(np.median(base)), 1),
-                            "rule_ms_per_step": round(1000 * float(np.median(per[(wl, alg, how)])), 1),
-                            "ratio": round(float(np.median(ratio)), 3), "ratio_min": round(float(ratio.min()), 3),
-                            "ratio_max": round(float(ratio.max()), 3), "target": target})
+                            "dpsgd_ms_per_step": r.pop("base_ms"), **r, "target": target})
             print(json.dumps(records[-1]), flush=True)
     out.mkdir(parents=True, exist_ok=True)
     (out / "rule_cost.json").write_text(json.dumps({"environment": env, "records": records}, indent=1))
     lines = [f"Each rule's time per step ÷ DP-SGD's on the same bank, measured in one run: {env['threads']} threads, "
-             f"torch {env['torch']}, commit {commit}, medians of {rounds} interleaved rounds (the ratio: the median of "
-             f"per-round ratios, with its range); load average {env['load_avg_before']} before, "
+             f"torch {env['torch']}, commit {env['commit']}, medians of {rounds} interleaved rounds (the ratio: the median "
+             f"of per-round ratios, with its range); load average {env['load_avg_before']} before, "
              f"{env['load_avg_after']} after. Groups drawn uniformly. The paper rules also with K passes of the "
              "clipped sum and the full release (the code before the one-pass sums and the Gram matrix), in the same "
              "rounds.", "",
@@ -647,12 +664,7 @@ def opacus_rule_cost(out: Path, *, rounds: int) -> None:
     """The Opacus route: each rule's ``make_private_<rule>`` seconds per step ÷ Opacus's own DP-SGD
     (``make_private``) on the same data, one model, ``rounds`` interleaved rounds after an untimed one (medians of
     per-round ratios, with their range). Workloads and K as in :func:`rule_cost` (groups drawn uniformly)."""
-    import subprocess
-
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=Path(__file__).parent, capture_output=True,
-                            text=True).stdout.strip() or None
-    env = {"threads": torch.get_num_threads(), "torch": torch.__version__, "rounds": rounds, "commit": commit,
-           "load_avg_before": round(os.getloadavg()[0], 2)}
+    env = _bench_env(rounds)
     plan = {"adult_lr": (2, 40, 1.1), "mnist_mlp": (10, 12, 1.3)}
     data = {}
     for wl, (K, _steps, _) in plan.items():
@@ -660,30 +672,21 @@ def opacus_rule_cost(out: Path, *, rounds: int) -> None:
         data[wl] = (X, y, np.random.default_rng(1).integers(0, K, len(y)), C, model_name)
         for rule in ("dpsgd", *OPACUS_RULES):  # untimed
             _opacus_rule_step(*data[wl], rule=rule, K=K, steps=2)
-    per: dict[tuple, list[float]] = {}
-    for rnd in range(rounds):
-        for wl, (K, steps, _) in plan.items():
-            order = ["dpsgd", *OPACUS_RULES]
-            for rule in (order if rnd % 2 == 0 else order[::-1]):
-                per.setdefault((wl, rule), []).append(_opacus_rule_step(*data[wl], rule=rule, K=K, steps=steps))
-        print(f"round {rnd + 1} of {rounds} done", flush=True)
+    per = _interleaved(plan, ["dpsgd", *OPACUS_RULES], lambda wl, rule: _opacus_rule_step(
+        *data[wl], rule=rule, K=plan[wl][0], steps=plan[wl][1]), rounds)
     env["load_avg_after"] = round(os.getloadavg()[0], 2)
     records = []
     for wl, (K, steps, target) in plan.items():
-        base = np.array(per[(wl, "dpsgd")])
         for rule in OPACUS_RULES:
-            ratio = np.array(per[(wl, rule)]) / base
+            r = _ratio(per[(wl, "dpsgd")], per[(wl, rule)], 2)
             records.append({"workload": wl, "K": K, "steps": steps, "rule": rule,
-                            "opacus_dpsgd_ms_per_step": round(1000 * float(np.median(base)), 2),
-                            "rule_ms_per_step": round(1000 * float(np.median(per[(wl, rule)])), 2),
-                            "ratio": round(float(np.median(ratio)), 3), "ratio_min": round(float(ratio.min()), 3),
-                            "ratio_max": round(float(ratio.max()), 3), "target": target})
+                            "opacus_dpsgd_ms_per_step": r.pop("base_ms"), **r, "target": target})
             print(json.dumps(records[-1]), flush=True)
     out.mkdir(parents=True, exist_ok=True)
     (out / "opacus_rule_cost.json").write_text(json.dumps({"environment": env, "records": records}, indent=1))
     lines = [f"The Opacus route: each rule's make_private_<rule> time per step ÷ Opacus's own DP-SGD (make_private) "
              f"on the same data, one model, measured in one run: {env['threads']} threads, torch {env['torch']}, commit "
-             f"{commit}, medians of {rounds} interleaved rounds (the ratio: the median of per-round ratios, with its "
+             f"{env['commit']}, medians of {rounds} interleaved rounds (the ratio: the median of per-round ratios, with its "
              f"range); load average {env['load_avg_before']} before, {env['load_avg_after']} after.", "",
              "| workload | K | rule | Opacus DP-SGD ms/step | rule ms/step | rule ÷ DP-SGD | range | target | met |",
              "|---|---|---|---|---|---|---|---|---|"]
