@@ -156,6 +156,7 @@ class DenseBackend(Backend):
         acts, deltas = ctx
         M, W = groups.shape
         H = torch.nn.functional.one_hot(groups, K).to(factors.dtype)  # [M, W, K]
+        Hd = H.double()
         gram = torch.zeros(M, K, K, dtype=torch.float64, device=factors.device)
         for a, d in zip(acts, deltas):
             fd = d * factors.unsqueeze(-1)
@@ -166,7 +167,6 @@ class DenseBackend(Backend):
                 # the release's square root of the Gram matrix would turn a float32 error E into about √E
                 fd64, a64 = fd.double(), a1.double()
                 pairs = torch.bmm(fd64, fd64.transpose(1, 2)).mul_(torch.bmm(a64, a64.transpose(1, 2)))
-                Hd = H.double()
                 gram += torch.bmm(Hd.transpose(1, 2), torch.bmm(pairs, Hd))
             else:
                 hfd = (H.unsqueeze(-1) * fd.unsqueeze(2)).flatten(2)  # [M, W, K·out]: sample i's δ in its group's slot

@@ -114,7 +114,7 @@ class GroupMeanRatioClip(ClipPolicy):
         return sums + self._noise((K, P)) * (self.sigma_s * self.c0), counts + self._noise((K,)) * self.sigma_b
 
     def observe_sums(self, sums: torch.Tensor, groups: torch.Tensor, weights: torch.Tensor) -> None:
-        counts = torch.zeros(sums.shape[:2], device=sums.device).scatter_add_(1, groups, weights)
+        counts = self.group_counts(groups, weights)
         noisy_sums, self.released_counts = self.release(sums, counts)
         self._b = self.bounds_from_release(noisy_sums, self.released_counts)
 
@@ -122,7 +122,7 @@ class GroupMeanRatioClip(ClipPolicy):
         """The same release and bounds from the Gram matrix [M, K, K] of the sums (of ``dim`` coordinates): the
         bounds read the noised sums only through the norms of the group means and of their total, that is through
         the Gram matrix of the noised sums, whose exact law :func:`noised_gram` draws from the sums' own."""
-        counts = torch.zeros(gram.shape[:2], device=gram.device).scatter_add_(1, groups, weights)
+        counts = self.group_counts(groups, weights)
         noisy = torch.stack([noised_gram(gram[m], dim, self.sigma_s * self.c0, g) for m, g in enumerate(self.gens)])
         self.released_counts = counts + self._noise((self.K,)) * self.sigma_b
         self._b = self.bounds_from_gram(noisy.to(self.device), self.released_counts)

@@ -55,12 +55,12 @@ class GroupMeanRatioClipCode(ClipPolicy):
         return torch.ones_like(norms)
 
     def observe_sums(self, sums: torch.Tensor, groups: torch.Tensor, weights: torch.Tensor) -> None:
-        counts = torch.zeros(sums.shape[:2], device=sums.device).scatter_add_(1, groups, weights)
+        counts = self.group_counts(groups, weights)
         self._set(group_means(sums, counts, 1.0).norm(dim=-1), counts)
 
     def observe_gram(self, gram: torch.Tensor, groups: torch.Tensor, weights: torch.Tensor, *, dim: int) -> None:
         """The same bounds from the Gram matrix [M, K, K] of the sums: ‖S_k‖ = √G_kk."""
-        counts = torch.zeros(gram.shape[:2], device=gram.device).scatter_add_(1, groups, weights)
+        counts = self.group_counts(groups, weights)
         norms = gram.diagonal(dim1=1, dim2=2).clamp(min=0).sqrt() / torch.clamp(counts.to(gram.dtype), min=1.0)
         self._set(norms.to(self._b.dtype), counts)
 

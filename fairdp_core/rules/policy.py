@@ -60,6 +60,10 @@ class ClipPolicy:
     def bounds(self) -> torch.Tensor:
         raise NotImplementedError
 
+    def group_counts(self, groups: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
+        """[M, K]: each model's batch size per group (``weights`` 0 marks batch padding)."""
+        return torch.zeros(self.M, self.K, device=weights.device).scatter_add_(1, groups, weights)
+
     def noise_std(self) -> torch.Tensor:
         """[M]: σ_g · max over all K groups of C_k (never over the groups present in the batch); 0 when σ_g = 0."""
         if self.sigma == 0:

@@ -4,14 +4,14 @@ study's banks, and the utility of DP-SGD on the DP-SGD material's MNIST CNN (``r
     python -m fairdp_core.stages.beyond attribute   # runs of beyond.attribute.datasets × beyond.algorithms
     python -m fairdp_core.stages.beyond inversion   # image runs of beyond.inversion.datasets × beyond.algorithms
     python -m fairdp_core.stages.beyond utility     # each beyond.utility entry: non-private and DP-SGD, `seeds` models
-    python -m fairdp_core.stages.beyond inputs      # the plans and banks attribute and inversion read, by md5
+    python -m fairdp_core.stages.beyond inputs      # the plans and banks attribute and inversion read, by sha256
 
 Writes atomically. ``attribute``: ``groups.csv`` (per run and group: success on members and non-members, their
 gap, with intervals), ``overall.csv`` (per run: success, base rate, balanced accuracy and advantage, the
 member − non-member gap, and for the meta-classifier its label-only baseline). ``inversion``: ``reconstructions.csv``
 (one row per model, class and restart: the evaluator's verdicts, distances, confidence), ``evaluators.json`` (their
 held-out accuracy), ``examples.npz`` (model 0's reconstructions per run, for figures). ``utility``: ``utility.json``
-(accuracy per seed, the accounting, wall time). ``inputs``: ``attribute.json`` and ``inversion.json``, the md5 of
+(accuracy per seed, the accounting, wall time). ``inputs``: ``attribute.json`` and ``inversion.json``, the sha256 of
 every plan and bank file each of those parts reads; their stages depend on these instead of on all of results/plan
 and results/train, so an edit that retrains other banks (a τ edit retrains DP-SGD-S's) reruns neither. Timings go
 to ``results/timings/beyond-<part>.json``.
@@ -59,15 +59,8 @@ def beyond_runs(params: Params, datasets: list[str]) -> list[str]:
 
 
 def run_inputs(params: Params, out: Path, *, progress: bool = True) -> dict[str, dict]:
-    """Per part (attribute, inversion), each run it reads: the md5 of its plan and of every file of its bank."""
-    import hashlib
-
-    def md5(path: Path) -> str:
-        h = hashlib.md5()
-        with path.open("rb") as f:
-            for block in iter(lambda: f.read(1 << 20), b""):
-                h.update(block)
-        return h.hexdigest()
+    """Per part (attribute, inversion), each run it reads: the sha256 of its plan and of every file of its bank."""
+    from ..data.sources import sha256_file
 
     manifests = {}
     for part, datasets in (("attribute", params.beyond.attribute.datasets),
@@ -75,8 +68,8 @@ def run_inputs(params: Params, out: Path, *, progress: bool = True) -> dict[str,
         runs = {}
         for name in beyond_runs(params, datasets):
             bank = params.resolve("results/train") / name
-            runs[name] = {"plan": md5(params.resolve("results/plan/train") / f"{name}.json"),
-                          **{f"bank/{f.name}": md5(f) for f in sorted(bank.iterdir()) if f.is_file()}}
+            runs[name] = {"plan": sha256_file(params.resolve("results/plan/train") / f"{name}.json"),
+                          **{f"bank/{f.name}": sha256_file(f) for f in sorted(bank.iterdir()) if f.is_file()}}
         manifests[part] = runs
     with atomic_dir(out) as tmp:
         for part, runs in manifests.items():
