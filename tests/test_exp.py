@@ -102,3 +102,55 @@ def test_dvc_is_found_beside_python_or_named_before_any_edit(workspace, monkeypa
     assert cli_main(["exp", "run", "-S", "train.lr=0.3", "-n", "y"]) == 2
     assert "dvc: not found" in capsys.readouterr().err
     assert (workspace / "params.yaml").read_bytes() == before
+
+
+@pytest.fixture(scope="module")
+def profile_texts(tmp_path_factory):
+    """params.yaml as committed, and as `fairdp use-profile` writes every profile."""
+    from fairdp_core.cli.params import profile_names, use_profile
+
+    d = tmp_path_factory.mktemp("profiles")
+    texts = {"params.yaml": (ROOT / "params.yaml").read_text()}
+    for name in profile_names(ROOT / "profiles"):
+        use_profile(name, d / "params.yaml", ROOT / "profiles")
+        texts[name] = (d / "params.yaml").read_text()
+    return texts
+
+
+@pytest.mark.parametrize("keys", [("train.dpsgd_s.tau", "2.5"), ("audit.R", "3"), ("seed", "7")])
+def test_a_bare_dvc_exp_run_set_changes_only_that_line(tmp_path, profile_texts, keys):
+    """`dvc exp run -S KEY=VALUE` rewrites params.yaml with DVC's own writer (dvc.utils.hydra.apply_overrides, which
+    `dvc exp run` calls before it runs anything): every profile's params.yaml is a fixed point of it, so the set
+    changes one line, comments and layout stay, and setting the old value back restores the file byte for byte."""
+    import difflib
+
+    from dvc.utils.hydra import apply_overrides
+
+    key, value = keys
+    path = tmp_path / "params.yaml"
+    for name, text in profile_texts.items():
+        old = yaml.safe_load(text)
+        for part in key.split("."):
+            old = old[part]
+        path.write_text(text)
+        apply_overrides(path, [f"{key}={value}"])
+        changed = [ln for ln in difflib.unified_diff(text.splitlines(), path.read_text().splitlines(), n=0, lineterm="")
+                   if ln[:1] in "+-" and ln[:3] not in ("---", "+++")]
+        assert len(changed) == 2 and changed[1].split("#")[0].rstrip().endswith(f" {value}"), (name, changed[:6])
+        apply_overrides(path, [f"{key}={old}"])
+        assert path.read_text() == text, name
+
+
+def test_fairdp_set_changes_only_that_line(tmp_path):
+    """`fairdp set` (what `fairdp exp run -S` applies) writes as DVC does: one line changes, the rest stays."""
+    from fairdp_core.cli import set_params
+
+    params = tmp_path / "params.yaml"
+    shutil.copy(ROOT / "params.yaml", params)
+    shutil.copy(ROOT / "runs.yaml", tmp_path / "runs.yaml")
+    text = params.read_text()
+    set_params(params, ["train.dpsgd_s.tau=2.0"])
+    old, new = text.splitlines(), params.read_text().splitlines()
+    assert len(new) == len(old) and [b for a, b in zip(old, new) if a != b] == ["    tau: 2.0"]
+    set_params(params, ["train.dpsgd_s.tau=1.0"])
+    assert params.read_text() == text
