@@ -66,6 +66,12 @@ def _cmd_audit_one(args: argparse.Namespace) -> int:
         raise ValueError("--reference-loss goes with --scores, --reference-model with --model-file")
     inputs = tuple(str(p) for p in (args.scores, args.data, args.model_file) if p is not None)
     check_output_dir(args.out, force=args.force, protect=inputs)  # before any work
+    table = args.scores if args.scores is not None else args.data
+    if args.slice:  # the slice columns exist before any model is loaded
+        head = pd.read_csv(table, sep=None, engine="python", nrows=5).columns
+        missing = [c for c in args.slice if c not in head]
+        if missing:
+            raise KeyError(f"{table}: --slice: no column {', '.join(map(repr, missing))} (it has {', '.join(head)})")
     if args.model_file is not None:
         from ..audit.one import model_file_scores
 
@@ -108,6 +114,22 @@ def _cmd_audit_one(args: argparse.Namespace) -> int:
     results = {k: audit_one(v[m], v[~m], groups[m], groups[~m], alpha=args.alpha, n_null=args.n_null,
                             min_per_group=args.min_per_group, seed=args.seed) for k, v in audits.items()}
     res = results["loss"]
+    slices = {}  # column -> (its audit by the loss threshold or None, the values left out)
+    if args.slice:
+        slice_df = pd.read_csv(table, sep=None, engine="python", usecols=list(args.slice))
+        for col in args.slice:
+            labels = slice_df[col].astype(str).to_numpy()
+            small = [v for v in sorted(set(labels)) if min(((labels == v) & m).sum(), ((labels == v) & ~m).sum())
+                     < args.min_per_group]
+            keep = ~np.isin(labels, small)
+            left = [f"{v!r} ({int(((labels == v) & m).sum())} members, {int(((labels == v) & ~m).sum())} held out)"
+                    for v in small]
+            if len(set(labels[keep])) < 2:
+                slices[col] = (None, left)
+                continue
+            slices[col] = (audit_one(scores[m & keep], scores[~m & keep], labels[m & keep], labels[~m & keep],
+                                     alpha=args.alpha, n_null=args.n_null, min_per_group=args.min_per_group,
+                                     seed=args.seed), left)
 
     def summary(r) -> dict:
         return {"delta_pp": r.delta_pp, "delta_lo": r.delta_lo, "delta_hi": r.delta_hi,
@@ -120,6 +142,15 @@ def _cmd_audit_one(args: argparse.Namespace) -> int:
             (tmp / f"contrasts{suffix}.csv").write_text(r.contrasts.to_csv(index=False, float_format="%.6g"))
         extra = {} if refs is None else {"rmia_offline": {**summary(results["rmia_offline"]), "a": args.rmia_a,
                                                           "references": int(refs.shape[0])}}
+        if slices:
+            rows = [r.groups.assign(slice=col).rename(columns={"group": "value"}) for col, (r, _) in slices.items()
+                    if r is not None]
+            if rows:
+                t = pd.concat(rows, ignore_index=True)
+                (tmp / "slices.csv").write_text(t[["slice", *t.columns.drop("slice")]].to_csv(index=False,
+                                                                                               float_format="%.6g"))
+            extra["slices"] = {col: {**(summary(r) if r is not None else {"delta_pp": None}), "left_out": left}
+                               for col, (r, left) in slices.items()}
         (tmp / "summary.json").write_text(json.dumps({
             **summary(res), "alpha": res.alpha, "n_members": int(m.sum()), "n_nonmembers": int((~m).sum()),
             "score": score_col, "scores_file": source, **extra}, indent=1) + "\n")
@@ -132,8 +163,19 @@ def _cmd_audit_one(args: argparse.Namespace) -> int:
         for line in r.answer():
             print(line)
         print(r.groups[cols].to_string(index=False, float_format=lambda v: "n/a" if np.isnan(v) else f"{v:.2f}"))
+    for col, (r, left) in slices.items():  # by the loss threshold, as the groups above
+        print(f"Slice by {col}" + (f" ({len(left)} value{'s' * (len(left) > 1)} left out, under --min-per-group "
+                                   f"{args.min_per_group}: "
+                                   f"{', '.join(left)})" if left else "") + ":")
+        if r is None:
+            print(f"  fewer than two values with {args.min_per_group} members and held-out records: not audited")
+            continue
+        for line in r.answer():
+            print(f"  {line}")
+        print(r.groups[cols].rename(columns={"group": "value"}).to_string(
+            index=False, float_format=lambda v: "n/a" if np.isnan(v) else f"{v:.2f}"))
     files = "groups.csv, contrasts.csv" + (", groups_rmia_offline.csv, contrasts_rmia_offline.csv" if refs is not None
-                                           else "")
+                                           else "") + (", slices.csv" if any(r for r, _ in slices.values()) else "")
     print(f"fairdp audit-one: wrote {out}/ ({files}, summary.json)")
     return 0
 
@@ -199,6 +241,9 @@ def register(add) -> None:
                     "(same formats) trained on none of these records (repeatable): adds RMIA's calibrated audit")
     ao.add_argument("--rmia-a", type=float, default=1.0, help="RMIA's offline correction a in [0, 1] (default 1: "
                     "Pr(x) is the references' mean probability)")
+    ao.add_argument("--slice", action="append", default=[], help="another column of --scores (or --data) to cut the "
+                    "risk by, as --group (repeatable): its Δ, its riskiest values and slices.csv; a value with "
+                    "fewer than --min-per-group members or held-out records is left out, and said so")
     ao.add_argument("--member", default="member", help="the 0/1 column: 1 for the model's training records "
                     "(default member)")
     ao.add_argument("--group", required=True, help="the column whose groups are compared")
