@@ -32,11 +32,10 @@ import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
-import torch
-from torch import nn
 
 from .atomic import jsonable, write_managed_dir
 from .audit.design import audit_design
@@ -45,6 +44,9 @@ from .audit.run import audit
 from .audit.signals import logit_confidence
 from .audit.verdicts import is_degenerate
 from .versions import package_versions
+
+if TYPE_CHECKING:  # torch is the `train` extra: the audit of given losses (audit_bank) runs without it
+    from torch import nn
 
 __all__ = ["CustomAudit", "audit_bank", "audit_csv", "audit_model", "correctness_labels", "load_model_spec"]
 
@@ -364,6 +366,8 @@ def load_model_spec(spec: str) -> str | Callable:
 
 def _factory(model, input_shape: tuple[int, ...], n_classes: int) -> tuple[str, Callable[[], nn.Module] | None]:
     """(TrainSpec.model, factory or None) for the three model forms."""
+    from torch import nn
+
     if isinstance(model, str):
         return model, None
     if isinstance(model, nn.Module):
@@ -384,7 +388,9 @@ def _train_opacus(factory, X, y, membership, spec, *, seed: int, progress: bool)
     probability q = 1 / len(loader) = 1 / ⌈n / B⌉ (Poisson): σ is calibrated by the project's accountant at that q
     for T = round(E / q) steps, and the accounting records the σ Opacus applied and the steps taken. Returns
     (models, accounting dicts)."""
+    import torch
     from opacus import PrivacyEngine
+    from torch import nn
     from torch.utils.data import DataLoader, TensorDataset
     from tqdm.auto import tqdm
 
@@ -449,6 +455,9 @@ def audit_model(X: np.ndarray, y: np.ndarray, groups: np.ndarray, *, model="mlp"
     the majority of the bank's OUT models classify the record correctly), always added. ``log``: where the one
     line of what will run (models, steps, memory) goes before training; a bank that would not fit in the memory
     this machine has free is refused before any training."""
+    import torch
+    from torch import nn
+
     from .engine import TrainSpec, bank_accounting, train_bank
     from .engine.backends import UnsupportedModule, check_module
     from .engine.trainer import spec_fields

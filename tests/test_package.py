@@ -66,7 +66,8 @@ PIP_ONLY = {"dp-accounting"}  # no conda-forge build known; a test dependency on
 def test_environment_yml_matches_pyproject():
     py = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     extras = py["optional-dependencies"]
-    wanted = {_norm(r) for r in py["dependencies"] + extras["study"] + extras["dev"] if not r.startswith("fairdp_core")}
+    wanted = {_norm(r) for r in py["dependencies"] + extras["train"] + extras["study"] + extras["dev"]
+              if not r.startswith("fairdp_core")}
     env = yaml.safe_load((ROOT / "environment.yml").read_text())
     conda, pip = set(), set()
     for d in env["dependencies"]:
@@ -160,6 +161,72 @@ def test_the_audit_library_needs_no_pipeline_package():
     assert not {m for m in mods if m.startswith("fairdp_core.stages")}, mods
 
 
+# Python started with torch, opacus and torchvision unimportable, as in `pip install fairdp_core` without [train]
+_NO_TORCH = """
+import importlib.abc, sys
+class _Block(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path, target=None):
+        if name.split(".")[0] in ("torch", "opacus", "torchvision"):
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+sys.meta_path.insert(0, _Block())
+"""
+
+
+def test_the_scores_audit_runs_without_torch(tmp_path):
+    """The light install (no `train` extra): `fairdp audit-one --scores` and `custom.audit_bank` from losses run
+    with torch unimportable; a command that trains says, in one line and before any output, what to install."""
+    import subprocess
+    import sys
+
+    import numpy as np
+    import pandas as pd
+
+    rng = np.random.default_rng(0)
+    n = 1200
+    g, mem = rng.choice(["f", "m"], n), rng.integers(0, 2, n)
+    pd.DataFrame({"loss": rng.exponential(1.0, n) - 0.6 * mem * (g == "f"), "member": mem, "sex": g}).to_csv(
+        tmp_path / "s.csv", index=False)
+    cli = _NO_TORCH + "from fairdp_core.cli import main\nsys.exit(main(sys.argv[1:]))\n"
+    run = [sys.executable, "-c", cli]
+    one = subprocess.run(run + ["audit-one", "--scores", "s.csv", "--loss", "loss", "--group", "sex", "--out", "one",
+                                "--n-null", "10"], cwd=tmp_path, capture_output=True, text=True)
+    assert one.returncode == 0 and "Riskier for f than for m" in one.stdout, one.stderr[-2000:]
+    bank = _NO_TORCH + """
+import numpy as np
+from fairdp_core.custom import audit_bank
+rng = np.random.default_rng(0)
+half = rng.integers(0, 2, (8, 400)).astype(bool)
+mem = np.repeat(half, 2, 0); mem[1::2] = ~mem[1::2]
+g = rng.integers(0, 2, 400)
+print(audit_bank(rng.exponential(1, (16, 400)) - 0.5 * mem * (g == 0), mem, g, group_names=["a", "b"]).headline()[0])
+"""
+    out = subprocess.run([sys.executable, "-c", bank], capture_output=True, text=True)
+    assert out.returncode == 0 and "Yes: Δ" in out.stdout, out.stderr[-2000:]
+    train = subprocess.run(run + ["audit-custom", "--data", "s.csv", "--label", "member", "--group", "sex", "--out",
+                                  "custom"], cwd=tmp_path, capture_output=True, text=True)
+    assert train.returncode == 2 and train.stderr.strip().count("\n") == 0, train.stderr[-2000:]
+    assert "pip install 'fairdp_core[train]'" in train.stderr and not (tmp_path / "custom").exists()
+
+
+@pytest.mark.slow
+def test_the_light_install_resolves_without_torch(tmp_path):
+    """pip's own resolver on `pip install fairdp_core` (no extras; a dry run from PyPI, nothing installed) takes no
+    torch, no opacus and no CUDA package; with [train] it takes torch (the check can fail)."""
+    import json
+    import subprocess
+    import sys
+
+    def resolved(spec: str) -> set[str]:
+        report = tmp_path / "report.json"
+        subprocess.run([sys.executable, "-m", "pip", "install", "--dry-run", "--ignore-installed", "--quiet",
+                        "--report", str(report), spec], check=True, capture_output=True, text=True, timeout=600)
+        return {i["metadata"]["name"].lower().replace("_", "-") for i in json.loads(report.read_text())["install"]}
+
+    light = resolved(str(ROOT))
+    assert "fairdp-core" in light and not {p for p in light if p in ("torch", "opacus") or p.startswith("nvidia")}
+    assert {"torch", "opacus"} <= resolved(f"{ROOT}[train]")
+
+
 def test_opacus_private_api_is_pinned_to_the_tested_range():
     """opacus_compat uses opacus.optimizers.optimizer._generate_noise (private): the installed Opacus is inside the
     range pyproject.toml declares, and the function still takes what opacus_compat passes it."""
@@ -168,8 +235,8 @@ def test_opacus_private_api_is_pinned_to_the_tested_range():
 
     from opacus.optimizers.optimizer import _generate_noise
 
-    spec = next(r for r in tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
-                if r.startswith("opacus"))
+    spec = next(r for r in tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+                ["train"] if r.startswith("opacus"))
     lo, hi = re.findall(r">=([\d.]+),<([\d.]+)", spec)[0]
     v = tuple(int(x) for x in version("opacus").split(".")[:2])
     assert tuple(map(int, lo.split(".")[:2])) <= v < tuple(map(int, hi.split(".")[:2])), (version("opacus"), spec)

@@ -69,6 +69,11 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+# What `pip install fairdp_core` leaves out and the `train` extra brings: the audit of given scores or losses
+# (audit-one --scores, custom.audit_bank) runs without them; training and --model-file need them.
+TRAIN_EXTRA = ("torch", "opacus", "torchvision")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args, extra = parser.parse_known_args(argv)
@@ -85,6 +90,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"fairdp {args.command}: interrupted; no partial output is left (rerun the same command)",
               file=sys.stderr)
         return 130
+    except ModuleNotFoundError as e:
+        if (e.name or "").split(".")[0] not in TRAIN_EXTRA:
+            raise
+        print(f"fairdp {args.command}: error: this command needs {e.name}, which the light install leaves out: "
+              f"pip install 'fairdp_core[train]' (docs/library.md: the CPU build of torch)", file=sys.stderr)
+        return 2
     except Exception as e:  # configuration and data errors: one line naming the problem; anything else raises
         from ..claims import CampaignError
         from ..data.sources import DataSourceError
