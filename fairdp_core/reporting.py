@@ -512,10 +512,11 @@ matters only where clipping binds.</p></details>
 </body></html>"""
     out = params.resolve("reports") / "index.html"
     _atomic_write(out, page)
-    # The headline DVC metrics (what `dvc exp show` lists): accuracy and Δ per configuration. The whole table,
-    # intervals and accounting included, goes beside it as main_table.csv.
+    # The headline DVC metrics (what `dvc exp show` and `fairdp exp show` list): accuracy and Δ with its simultaneous
+    # 95% interval per configuration. The whole table, accounting included, goes beside it as main_table.csv.
     metrics = {f"{r.dataset}-{r.model}-{r.algorithm}" + ("" if pd.isna(r.epsilon) else f"-e{r.epsilon:g}"):
-               {"accuracy": round(float(r.accuracy), 5), "delta_pp": round(float(r.delta_pp), 4)}
+               {"accuracy": round(float(r.accuracy), 5), "delta_pp": round(float(r.delta_pp), 4),
+                "delta_lo": round(float(r.delta_lo), 4), "delta_hi": round(float(r.delta_hi), 4)}
                for _, r in agg.iterrows()}
     _atomic_write(params.resolve("reports") / "main_table.csv", agg.to_csv(index=False, float_format="%.6g"))
     _atomic_write(params.resolve("reports") / "metrics.json", json.dumps(metrics, indent=1) + "\n")

@@ -154,3 +154,38 @@ def test_fairdp_set_changes_only_that_line(tmp_path):
     assert len(new) == len(old) and [b for a, b in zip(old, new) if a != b] == ["    tau: 2.0"]
     set_params(params, ["train.dpsgd_s.tau=1.0"])
     assert params.read_text() == text
+
+
+def _state(rev, tau, metrics, name=None, experiments=None, executor=None):
+    """One entry of `dvc exp show --json` (dvc.repo.experiments.serialize.ExpState), as DVC 3 writes it."""
+    data = None if metrics is None else {
+        "rev": rev, "params": {"params.yaml": {"data": {"seed": 1, "train": {"dpsgd_s": {"tau": tau}, "lr": 0.1},
+                                                         "grid": [{"dataset": "adult"}]}}},
+        "metrics": {"reports/metrics.json": {"data": metrics}}}
+    return {"rev": rev, "name": name, "data": data, "error": None, "experiments": experiments}
+
+
+def test_exp_table_shows_changed_parameters_first_then_differing_cells_with_intervals():
+    """`fairdp exp show`: one column per experiment; the changed parameter first; only the configurations whose
+    accuracy or Δ moved (with Δ's interval); queued experiments named below; --all lists every configuration."""
+    from fairdp_core.cli.params import exp_table
+
+    same = {"accuracy": 0.84203, "delta_pp": 0.1409, "delta_lo": 0.0, "delta_hi": 1.79}
+    base = {"adult-lr-sgd": same, "adult-lr-dpsgd_s-e10": {"accuracy": 0.83449, "delta_pp": 1.6234,
+                                                          "delta_lo": 0.0, "delta_hi": 3.9}}
+    moved = {**base, "adult-lr-dpsgd_s-e10": {"accuracy": 0.8351, "delta_pp": 1.2, "delta_lo": 0.1, "delta_hi": 2.5}}
+    exps = [{"revs": [_state("e1", 2.0, moved, name="tau2")], "executor": None, "name": "tau2"},
+            {"revs": [_state("e2", 4.0, None)], "executor": {"state": "queued"}, "name": "tau4"}]
+    states = [_state("workspace", 1.0, base), _state("abc1234def", 1.0, base, name="main", experiments=exps)]
+    text = exp_table(states)
+    lines = text.splitlines()
+    assert lines[0].split() == ["main", "tau2"]  # the workspace is main: one column
+    assert lines[1] == "parameters that differ:" and lines[2].split() == ["train.dpsgd_s.tau", "1.0", "2.0"]
+    assert lines[3].startswith("accuracy and Δ")
+    assert "83.45% Δ 1.62 [0.00, 3.90]" in lines[4] and "83.51% Δ 1.20 [0.10, 2.50]" in lines[4]
+    assert "adult-lr-sgd" not in text and "seed" not in text and "grid" not in text
+    assert lines[-1] == "without results yet: tau4 (queued)"
+    assert max(map(len, lines)) < 100  # fits a terminal
+    assert "adult-lr-sgd" in exp_table(states, all_rows=True)
+    states[0]["data"]["params"]["params.yaml"]["data"]["train"]["lr"] = 0.2  # an edited workspace: its own column
+    assert exp_table(states).splitlines()[0].split() == ["workspace", "main", "tau2"]

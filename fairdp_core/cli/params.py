@@ -233,13 +233,99 @@ def _cmd_set(args: argparse.Namespace) -> int:
     return 0
 
 
+def _flat(d: dict, prefix: str = "") -> dict[str, object]:
+    """Dotted keys of a nested dict; lists as one value."""
+    out: dict[str, object] = {}
+    for k, v in d.items():
+        key = f"{prefix}{k}"
+        if isinstance(v, dict):
+            out |= _flat(v, f"{key}.")
+        else:
+            out[key] = v
+    return out
+
+
+def exp_table(states: list[dict], *, all_rows: bool = False, metrics_file: str = "reports/metrics.json") -> str:
+    """The experiments of ``dvc exp show --json`` (``states``) as a table that fits a terminal: one column per
+    experiment (the workspace, each baseline commit, each experiment of it), one row per parameter whose value
+    differs between them (first), then one row per configuration of the headline metrics (accuracy, Δ with its
+    interval, pp) whose numbers differ; ``all_rows``: every configuration's row. Queued or failed experiments, which
+    have no results, are named below the table."""
+    cols: list[tuple[str, dict]] = []
+    pending: list[str] = []
+
+    def add(label: str, state: dict) -> None:
+        data = state.get("data") or {}
+        if not data or state.get("error"):
+            pending.append(label)
+            return
+        params = (data.get("params") or {}).get("params.yaml", {}).get("data") or {}
+        metrics = (data.get("metrics") or {}).get(metrics_file, {}).get("data") or {}
+        cols.append((label, {"params": _flat({k: v for k, v in params.items() if k not in GENERATED_KEYS}),
+                             "metrics": metrics}))
+
+    for st in states:
+        add("workspace" if st.get("rev") == "workspace" else (st.get("name") or str(st.get("rev", ""))[:7]), st)
+        for rng in st.get("experiments") or []:
+            for exp in rng.get("revs") or []:
+                state = (rng.get("executor") or {}).get("state")
+                label = exp.get("name") or rng.get("name") or str(exp.get("rev", ""))[:7]
+                add(label + (f" ({state})" if state not in (None, "success") else ""), exp)
+    if len(cols) > 1 and cols[0][0] == "workspace" and cols[0][1] == cols[1][1]:
+        cols = cols[1:]  # the workspace is its baseline commit: one column for both
+    if not cols:
+        return "no experiment has results yet" + (f" ({', '.join(pending)})" if pending else "")
+
+    def cell(m: dict | None) -> str:
+        if not m:
+            return "—"
+        acc = f"{100 * m['accuracy']:.2f}%" if m.get("accuracy") is not None else "—"
+        ci = (f" [{m['delta_lo']:.2f}, {m['delta_hi']:.2f}]" if m.get("delta_lo") is not None
+              and m.get("delta_hi") is not None else "")
+        return f"{acc} Δ {m['delta_pp']:.2f}{ci}" if m.get("delta_pp") is not None else acc
+
+    keys = sorted({k for _, c in cols for k in c["params"]})
+    rows = [(k, [str(c["params"].get(k, "—")) for _, c in cols]) for k in keys]
+    rows = [r for r in rows if len(set(r[1])) > 1]
+    configs = list(dict.fromkeys(k for _, c in cols for k in c["metrics"]))
+    mrows = [(k, [cell(c["metrics"].get(k)) for _, c in cols]) for k in configs]
+    if not all_rows and len(cols) > 1:
+        mrows = [r for r in mrows if len(set(r[1])) > 1]
+    head = ["", *(label for label, _ in cols)]
+    table = [head, *([k, *v] for k, v in rows), *([k, *v] for k, v in mrows)]
+    widths = [max(len(r[i]) for r in table) for i in range(len(head))]
+    lines = ["  ".join(x.ljust(w) for x, w in zip(r, widths)).rstrip() for r in table]
+    # section lines between the rows, outside the column widths
+    lines.insert(1 + len(rows), f"accuracy and Δ (pp, 95% interval)"
+                 f"{'' if all_rows or len(cols) == 1 else ', where they differ'}:")
+    if rows:
+        lines.insert(1, "parameters that differ:")
+    if not mrows:
+        lines.append("(no configuration's accuracy or Δ differs between these columns)")
+    if pending:
+        lines.append(f"without results yet: {', '.join(pending)}")
+    return "\n".join(lines)
+
+
+# params.yaml keys written by `fairdp grid --write` into runs.yaml, never set by hand
+GENERATED_KEYS = ("runs", "designs", "prepare")
+
+
 def _cmd_exp(args: argparse.Namespace) -> int:
     if args.action == "show":
+        import json
         import subprocess
 
         if args.set or args.queue or args.name:
             raise ConfigError("fairdp exp show: -S, --queue and -n belong to `fairdp exp run`")
-        return subprocess.run([dvc_executable(), "exp", "show", "--drop", EXP_SHOW_DROP, *args.extra]).returncode
+        if args.extra:  # DVC's own table, with its options
+            return subprocess.run([dvc_executable(), "exp", "show", "--drop", EXP_SHOW_DROP, *args.extra]).returncode
+        out = subprocess.run([dvc_executable(), "exp", "show", "--json", "--drop", EXP_SHOW_DROP],
+                             capture_output=True, text=True)
+        if out.returncode != 0:
+            raise ConfigError(f"dvc exp show failed: {(out.stderr.strip().splitlines() or ['?'])[-1]}")
+        print(exp_table(json.loads(out.stdout), all_rows=args.all))
+        return 0
     return exp_run(args.set or [], queue=args.queue, name=args.name, params=args.params, dvc_args=args.extra)
 
 
@@ -302,10 +388,13 @@ def register(add) -> None:
     st.add_argument("set", nargs="+", metavar="KEY=VALUE", help="e.g. train.lr=0.05 or 'grid.0.seeds=3'")
     st.set_defaults(func=_cmd_set)
     ex = add("params", "exp", help="dvc exp run with -S that regenerates the runs (grid and sweep keys too); "
-                        "dvc exp show with params and headline metrics only (no dependency columns)")
+                        "show: one column per experiment, the changed parameters first, then accuracy and Δ with "
+                        "its interval where they differ")
     ex.add_argument("action", choices=["run", "show"], help="run an experiment, or show them")
     ex.add_argument("-S", "--set-param", dest="set", action="append", metavar="KEY=VALUE",
                     help="set a params key for this experiment (grid and sweep keys too; repeatable)")
     ex.add_argument("--queue", action="store_true", help="queue it (run later with `dvc queue start -j N`)")
     ex.add_argument("-n", "--name", default=None, help="the experiment's name")
+    ex.add_argument("--all", action="store_true", help="show: every configuration's accuracy and Δ, not only those "
+                    "that differ (DVC's own wide table: pass any `dvc exp show` option, e.g. --csv)")
     ex.set_defaults(func=_cmd_exp)
