@@ -388,3 +388,27 @@ def test_dry_lists_the_runs_a_params_edit_reruns_with_their_time(tmp_path, capsy
     new = [r for r in est["reruns"] if r[0].endswith("-s2")]
     assert new and all(secs == 12.5 and src is not None and src.rsplit("-", 1)[0] == n.rsplit("-", 1)[0]
                        for n, _, secs, src in new)
+
+
+# The code that only draws and writes the pages: editing it must rerun pages, never a bank
+REPORT_CODE = ["fairdp_core/reporting.py", "fairdp_core/plots.py", "fairdp_core/report_helpers.py",
+               "fairdp_core/report_checks.py", "fairdp_core/claims_report.py", "fairdp_core/frontier_report.py",
+               "fairdp_core/beyond/tables.py", "fairdp_core/stages/report.py", "fairdp_core/stages/index.py",
+               *(f"notebooks/{p.name}" for p in sorted((ROOT / "notebooks").glob("*.py")))]
+
+
+def test_an_edit_to_reporting_code_reruns_no_training():
+    """No stage that writes results/ (the banks, audits, attribute and inversion attacks, synthetic data) depends on
+    the reporting code, directly or through a code fingerprint, so editing it reruns only the pages (with
+    test_stage_deps_are_exactly_the_code_it_imports, which ties each stage's deps to its imports). The quickstart is a
+    page whose notebook trains its own small bank: it reruns, and is the one page that trains."""
+    compute, pages = [], []
+    for name, st in DVC.items():
+        body = st.get("do", st)
+        outs = [next(iter(o)) if isinstance(o, dict) else o for o in body.get("outs", [])]
+        deps = [*_code_deps(body["deps"]), *(d for d in body["deps"] if d.startswith("notebooks/"))]
+        hit = [f for f in REPORT_CODE if _covered(Path(f), deps)]
+        (compute if any(o.startswith("results/") for o in outs) else pages).append((name, hit))
+    assert len(compute) > 10 and all(Path(f).exists() for f in REPORT_CODE if "*" not in f)
+    assert not [(n, h) for n, h in compute if h], [(n, h) for n, h in compute if h]
+    assert {n for n, h in pages if h} >= {"report", "index", "quickstart"}  # the check sees a dependency
