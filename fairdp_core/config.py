@@ -8,6 +8,7 @@ key path and the file, raised by :func:`load_params` before any work starts. Cod
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 from typing import Annotated, Any, Literal, get_args
 
@@ -580,6 +581,15 @@ def _construct_mapping(loader: yaml.SafeLoader, node: yaml.MappingNode, deep: bo
 
 
 _UniqueKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
+# YAML 1.2's exponent floats without a dot (1e-06, 5E3), which PyYAML's YAML 1.1 resolver reads as strings. DVC's
+# params writer (`dvc exp run -S train.delta=1e-6`) writes them so.
+_UniqueKeyLoader.add_implicit_resolver("tag:yaml.org,2002:float", re.compile(r"^[-+]?[0-9]+[eE][-+]?[0-9]+$"),
+                                       list("-+0123456789"))
+
+
+def parse_yaml(text: str):
+    """YAML as params.yaml is read: duplicated keys refused, YAML 1.2's exponent floats (1e-06) read as floats."""
+    return yaml.load(text, Loader=_UniqueKeyLoader)
 
 
 def expected_designs(runs: dict[str, dict]) -> dict[str, dict[str, Any]]:
@@ -642,7 +652,7 @@ def _read_yaml(file: Path, what: str) -> dict:
     except OSError as e:
         raise ConfigError(f"{file}: cannot read {what}: {e}") from None
     try:
-        raw = yaml.load(text, Loader=_UniqueKeyLoader)
+        raw = parse_yaml(text)
     except ConfigError as e:
         raise ConfigError(f"{file}: {e}") from None
     except yaml.YAMLError as e:

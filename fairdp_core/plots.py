@@ -22,10 +22,8 @@ import numpy as np
 import pandas as pd
 import seaborn as sns
 
-from .rules import COLORS as RULE_COLORS
-
 __all__ = [
-    "ALGORITHM_COLORS",
+    "ALGORITHM_COLORS",  # noqa: F822 - the module's __getattr__ builds it on first use
     "ATTACK_COLORS",
     "ATTACK_LABELS",
     "attribute_gap_grid",
@@ -47,10 +45,8 @@ __all__ = [
 
 sns.set_theme(style="whitegrid", context="notebook")
 
-# by the labels the reports print (results.ALGORITHM_LABELS)
-ALGORITHM_COLORS = {
-    **RULE_COLORS,  # each clipping rule's, from the rule registry (fairdp_core.rules)
-    # the synthetic-data route; SGD (real data) and DP-SGD keep their colours
+# The synthetic-data route's colours; SGD (real data) and DP-SGD keep their rules' colours
+_SYNTH_COLORS = {
     "DPDSyn": "#C0392B",
     "DPDSyn (no noise)": "#F1948A",
     "MST": "#7D3C98",
@@ -58,6 +54,31 @@ ALGORITHM_COLORS = {
     "PATE-CTGAN (nominal ε)": "#B7950B",
     "DP-CTGAN (nominal ε)": "#6E2C00",
 }
+
+
+def _algorithm_colors() -> dict[str, str]:
+    """:data:`ALGORITHM_COLORS`, built on first use: each clipping rule's colour comes from the rule registry
+    (fairdp_core.rules), whose modules need torch, so a figure that draws no algorithm (the custom audit's ROC curves)
+    does not import it."""
+    global _ALGORITHM_COLORS
+    if _ALGORITHM_COLORS is None:
+        from .rules import COLORS as RULE_COLORS
+
+        _ALGORITHM_COLORS = {**RULE_COLORS, **_SYNTH_COLORS}
+    return _ALGORITHM_COLORS
+
+
+_ALGORITHM_COLORS: dict[str, str] | None = None
+
+
+def __getattr__(name: str):
+    """``plots.ALGORITHM_COLORS``: every algorithm's colour, by the labels the reports print
+    (results.ALGORITHM_LABELS)."""
+    if name == "ALGORITHM_COLORS":
+        return _algorithm_colors()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 ATTACK_LABELS = {
     "alooa_cross_fit": "PA-ALOOA cross-fitted", "alooa_in_sample": "PA-ALOOA in-sample (paper)",
     "alooa_null_corrected": "PA-ALOOA null-corrected", "ga": "PA-GA", "gba": "PA-GBA",
@@ -80,8 +101,8 @@ EPSILON_COLORS = {"ε = 10": "#332288", "ε = 2": "#44AA99", "ε = 1": "#CC6677"
 
 def _color(label: str) -> str:
     """The fixed colour of an algorithm, attack or ε label (any other label gets a fixed colour by name)."""
-    if label in ALGORITHM_COLORS:
-        return ALGORITHM_COLORS[label]
+    if label in _algorithm_colors():
+        return _algorithm_colors()[label]
     if label in EPSILON_COLORS:
         return EPSILON_COLORS[label]
     if label in ATTACK_COLORS:
@@ -203,7 +224,7 @@ def leveling_grid(df: pd.DataFrame, *, title: str = "", n_cols: int = 4) -> plt.
         d = df[(df.setting == s) & (df.eps_label == e)].reset_index(drop=True)
         err = np.clip([d["change_pp"] - d["lo_pp"], d["hi_pp"] - d["change_pp"]], 0, None)
         ax.errorbar(np.arange(len(d)), d["change_pp"], yerr=err, fmt="o", capsize=3,
-                    color=ALGORITHM_COLORS["DP-SGD-S"])
+                    color=_algorithm_colors()["DP-SGD-S"])
         many = len(d) > 5  # roles in the title: under the ticks they would overlap
         ax.set_xticks(np.arange(len(d)), [f"{g}\n({r})" if r in ("riskiest", "safest") and not many else str(g)
                                           for g, r in zip(d["group"], d["role"])], fontsize=7)
@@ -338,13 +359,13 @@ def sweep_lines(df: pd.DataFrame, x: str, *, line: str, base: pd.DataFrame | Non
         g = g.sort_values(x)
         for ax, (y, lo, hi) in zip(axes, (("delta_pp", "lo", "hi"), ("accuracy_pct", "acc_lo", "acc_hi"))):
             ax.errorbar(g[x], g[y], yerr=np.clip([g[y] - g[lo], g[hi] - g[y]], 0, None), marker="o", capsize=3,
-                        color=ALGORITHM_COLORS["DP-SGD-S"], ls=styles[v],
+                        color=_algorithm_colors()["DP-SGD-S"], ls=styles[v],
                         label=f"DP-SGD-S, {({'tau': 'τ', 'gamma': 'γ'}).get(line, line)} = {v:g}")
     if base is not None and len(base):
         b = base.iloc[0]
         for ax, (y, lo, hi) in zip(axes, (("delta_pp", "lo", "hi"), ("accuracy_pct", "acc_lo", "acc_hi"))):
-            ax.axhspan(b[lo], b[hi], color=ALGORITHM_COLORS["DP-SGD"], alpha=0.15)
-            ax.axhline(b[y], color=ALGORITHM_COLORS["DP-SGD"], lw=1.2, label="DP-SGD (95% interval shaded)")
+            ax.axhspan(b[lo], b[hi], color=_algorithm_colors()["DP-SGD"], alpha=0.15)
+            ax.axhline(b[y], color=_algorithm_colors()["DP-SGD"], lw=1.2, label="DP-SGD (95% interval shaded)")
     xs = sorted(df[x].unique())
     sym = {"tau": "τ", "gamma": "γ"}
     for ax, yl in zip(axes, ("Δ (pp)", "test accuracy (%)")):
@@ -475,7 +496,7 @@ def _setting_bars(df: pd.DataFrame, x: str, hue: str, y: str, lo: str, hi: str, 
         return [v for v in cats if v in present]
 
     settings, hues = list(dict.fromkeys(df["setting"])), order(hue)
-    palette = {str(v): _color(str(v)) if str(v) in ALGORITHM_COLORS or str(v) in EPSILON_COLORS else None
+    palette = {str(v): _color(str(v)) if str(v) in _algorithm_colors() or str(v) in EPSILON_COLORS else None
                for v in hues}
     palette.update({k: c for k, c in _palette([k for k, v in palette.items() if v is None]).items()})
     n_cols = _fill_columns(len(settings), n_cols)

@@ -156,12 +156,13 @@ def test_fairdp_set_changes_only_that_line(tmp_path):
     assert params.read_text() == text
 
 
-def _state(rev, tau, metrics, name=None, experiments=None, executor=None):
-    """One entry of `dvc exp show --json` (dvc.repo.experiments.serialize.ExpState), as DVC 3 writes it."""
-    data = None if metrics is None else {
-        "rev": rev, "params": {"params.yaml": {"data": {"seed": 1, "train": {"dpsgd_s": {"tau": tau}, "lr": 0.1},
-                                                         "grid": [{"dataset": "adult"}]}}},
-        "metrics": {"reports/metrics.json": {"data": metrics}}}
+def _state(rev, tau, metrics, name=None, experiments=None, epsilons=(1, 10)):
+    """One entry of `dvc exp show --json` (dvc.repo.experiments.serialize.ExpState), as DVC 3 writes it: a queued
+    experiment has its params and no metrics."""
+    data = {"rev": rev, "params": {"params.yaml": {"data": {
+        "seed": 1, "train": {"dpsgd_s": {"tau": tau}, "lr": 0.1},
+        "grid": [{"dataset": "adult", "epsilons": list(epsilons)}, {"dataset": "law", "epsilons": [10]}]}}},
+            "metrics": {} if metrics is None else {"reports/metrics.json": {"data": metrics}}}
     return {"rev": rev, "name": name, "data": data, "error": None, "experiments": experiments}
 
 
@@ -186,6 +187,31 @@ def test_exp_table_shows_changed_parameters_first_then_differing_cells_with_inte
     assert "adult-lr-sgd" not in text and "seed" not in text and "grid" not in text
     assert lines[-1] == "without results yet: tau4 (queued)"
     assert max(map(len, lines)) < 100  # fits a terminal
+    exps.append({"revs": [_state("e3", 1.0, base, name="eps5", epsilons=(1, 5))], "executor": None, "name": "eps5"})
+    text = exp_table(states)  # a grid edit: one row, grid.0.epsilons, not the whole grid in a cell
+    assert [ln.split()[0] for ln in text.splitlines()[2:4]] == ["grid.0.epsilons", "train.dpsgd_s.tau"]
+    assert text.splitlines()[2].split()[-2:] == ["[1,", "5]"] and "grid.1" not in text
+    exps.pop()
     assert "adult-lr-sgd" in exp_table(states, all_rows=True)
     states[0]["data"]["params"]["params.yaml"]["data"]["train"]["lr"] = 0.2  # an edited workspace: its own column
     assert exp_table(states).splitlines()[0].split() == ["workspace", "main", "tau2"]
+
+
+def test_exponent_floats_and_ambiguous_strings_survive_both_writers(tmp_path):
+    """DVC's writer (YAML 1.2) writes `dvc exp run -S train.delta=1e-6` as `delta: 1e-06`, which a YAML 1.1 reader
+    takes for a string: params.yaml's reader reads it as the float; `fairdp set` parses 1e-6 alike; and a string
+    such as 'on' is written quoted, so it reads back as the string, not True."""
+    from dvc.utils.hydra import apply_overrides
+
+    from fairdp_core.cli import set_params
+    from fairdp_core.config import load_params
+
+    params = tmp_path / "params.yaml"
+    shutil.copy(ROOT / "params.yaml", params)
+    shutil.copy(ROOT / "runs.yaml", tmp_path / "runs.yaml")
+    apply_overrides(params, ["train.delta=1e-6"])
+    assert "delta: 1e-06" in params.read_text() and load_params(params).train.delta == 1e-6
+    set_params(params, ["train.delta=2e-6", "compute.backend=ray", "compute.ray_address='on'"])
+    text = params.read_text()
+    assert "ray_address: 'on'" in text and yaml.safe_load(text)["compute"]["ray_address"] == "on"
+    assert load_params(params).train.delta == 2e-6

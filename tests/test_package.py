@@ -198,10 +198,13 @@ rng = np.random.default_rng(0)
 half = rng.integers(0, 2, (8, 400)).astype(bool)
 mem = np.repeat(half, 2, 0); mem[1::2] = ~mem[1::2]
 g = rng.integers(0, 2, 400)
-print(audit_bank(rng.exponential(1, (16, 400)) - 0.5 * mem * (g == 0), mem, g, group_names=["a", "b"]).headline()[0])
+res = audit_bank(rng.exponential(1, (16, 400)) - 0.5 * mem * (g == 0), mem, g, group_names=["a", "b"])
+print(res.headline()[0])
+res.write(sys.argv[1])  # report.md, the tables and the ROC figure
 """
-    out = subprocess.run([sys.executable, "-c", bank], capture_output=True, text=True)
+    out = subprocess.run([sys.executable, "-c", bank, str(tmp_path / "bank")], capture_output=True, text=True)
     assert out.returncode == 0 and "Yes: Δ" in out.stdout, out.stderr[-2000:]
+    assert {"report.md", "roc.png", "summary.json"} <= {p.name for p in (tmp_path / "bank").iterdir()}
     train = subprocess.run(run + ["audit-custom", "--data", "s.csv", "--label", "member", "--group", "sex", "--out",
                                   "custom"], cwd=tmp_path, capture_output=True, text=True)
     assert train.returncode == 2 and train.stderr.strip().count("\n") == 0, train.stderr[-2000:]

@@ -118,12 +118,12 @@ def _cmd_audit_one(args: argparse.Namespace) -> int:
     if args.slice:
         slice_df = pd.read_csv(table, sep=None, engine="python", usecols=list(args.slice))
         for col in args.slice:
-            labels = slice_df[col].astype(str).to_numpy()
+            labels = slice_df[col].astype(str).where(slice_df[col].notna(), "(missing)").to_numpy()
             small = [v for v in sorted(set(labels)) if min(((labels == v) & m).sum(), ((labels == v) & ~m).sum())
                      < args.min_per_group]
             keep = ~np.isin(labels, small)
-            left = [f"{v!r} ({int(((labels == v) & m).sum())} members, {int(((labels == v) & ~m).sum())} held out)"
-                    for v in small]
+            left = [{"value": v, "members": int(((labels == v) & m).sum()),
+                     "held_out": int(((labels == v) & ~m).sum())} for v in small]
             if len(set(labels[keep])) < 2:
                 slices[col] = (None, left)
                 continue
@@ -149,7 +149,8 @@ def _cmd_audit_one(args: argparse.Namespace) -> int:
                 t = pd.concat(rows, ignore_index=True)
                 (tmp / "slices.csv").write_text(t[["slice", *t.columns.drop("slice")]].to_csv(index=False,
                                                                                                float_format="%.6g"))
-            extra["slices"] = {col: {**(summary(r) if r is not None else {"delta_pp": None}), "left_out": left}
+            none = dict.fromkeys(("delta_pp", "delta_lo", "delta_hi", "null_floor_pp"))  # not audited
+            extra["slices"] = {col: {**(summary(r) if r is not None else none), "left_out": left}
                                for col, (r, left) in slices.items()}
         (tmp / "summary.json").write_text(json.dumps({
             **summary(res), "alpha": res.alpha, "n_members": int(m.sum()), "n_nonmembers": int((~m).sum()),
@@ -164,9 +165,9 @@ def _cmd_audit_one(args: argparse.Namespace) -> int:
             print(line)
         print(r.groups[cols].to_string(index=False, float_format=lambda v: "n/a" if np.isnan(v) else f"{v:.2f}"))
     for col, (r, left) in slices.items():  # by the loss threshold, as the groups above
+        named = ", ".join(f"{x['value']!r} ({x['members']} members, {x['held_out']} held out)" for x in left)
         print(f"Slice by {col}" + (f" ({len(left)} value{'s' * (len(left) > 1)} left out, under --min-per-group "
-                                   f"{args.min_per_group}: "
-                                   f"{', '.join(left)})" if left else "") + ":")
+                                   f"{args.min_per_group}: {named})" if left else "") + ":")
         if r is None:
             print(f"  fewer than two values with {args.min_per_group} members and held-out records: not audited")
             continue
@@ -243,7 +244,8 @@ def register(add) -> None:
                     "Pr(x) is the references' mean probability)")
     ao.add_argument("--slice", action="append", default=[], help="another column of --scores (or --data) to cut the "
                     "risk by, as --group (repeatable): its Δ, its riskiest values and slices.csv; a value with "
-                    "fewer than --min-per-group members or held-out records is left out, and said so")
+                    "fewer than --min-per-group members or held-out records is left out, and said so; empty cells "
+                    "are the value '(missing)'. With --model-file, --drop a slice column that is not a model input")
     ao.add_argument("--member", default="member", help="the 0/1 column: 1 for the model's training records "
                     "(default member)")
     ao.add_argument("--group", required=True, help="the column whose groups are compared")

@@ -9,7 +9,16 @@ from pathlib import Path
 import yaml
 
 from ..atomic import atomic_path
-from ..config import ConfigError, Params, expand_runs, expected_designs, generated_path, load_params, used_datasets
+from ..config import (
+    ConfigError,
+    Params,
+    expand_runs,
+    expected_designs,
+    generated_path,
+    load_params,
+    parse_yaml,
+    used_datasets,
+)
 
 # The checkout's profiles (the repository root next to the package): what `fairdp use-profile --help` lists.
 PROFILES_DIR = Path(__file__).resolve().parents[2] / "profiles"
@@ -31,7 +40,9 @@ def write_generated(path: str | os.PathLike = "params.yaml", head: str | None = 
     path = Path(path)
     text = (head if head is not None else path.read_text()).rstrip() + "\n"
     try:
-        raw = yaml.safe_load(text) or {}
+        raw = parse_yaml(text) or {}
+    except ConfigError as e:  # a duplicated key
+        raise ConfigError(f"{path}: {e}") from None
     except yaml.YAMLError as e:
         from ..config import yaml_error_line
 
@@ -75,6 +86,15 @@ def dvc_style_yaml():
     # A plain float as PyYAML writes it (1.0e-05, not ruamel's 1e-05, which YAML 1.1 readers take for a string)
     Representer.add_representer(float, lambda r, v: r.represent_scalar("tag:yaml.org,2002:float",
                                                                        yaml.safe_dump(v).split("\n", 1)[0]))
+
+    def represent_str(r, v: str):  # quoted where a YAML 1.1 reader would take it for another type (on, no, y, 1e3)
+        try:
+            plain = isinstance(parse_yaml(v), str) and "\n" not in v
+        except Exception:  # noqa: BLE001 - not valid YAML alone: quote it
+            plain = False
+        return r.represent_scalar("tag:yaml.org,2002:str", v, style=None if plain else "'")
+
+    Representer.add_representer(str, represent_str)
     rt = YAML()
     rt.Representer = Representer
     rt.default_flow_style = False
@@ -114,7 +134,7 @@ def set_params(path: str | os.PathLike, assignments: list[str]) -> None:
         if isinstance(node, dict) and last not in node:
             raise ConfigError(f"{path}: -S {key}: no key {key} (a typo?)")
         try:
-            node[last] = yaml.safe_load(value)
+            node[last] = parse_yaml(value)
         except yaml.YAMLError as e:
             raise ConfigError(f"-S {a!r}: the value is not valid YAML ({getattr(e, 'problem', e)})") from None
     buf = io.StringIO()
@@ -187,7 +207,7 @@ def use_profile(name: str, path: str | os.PathLike = "params.yaml", profiles: st
         if not overlay.is_file():
             known = profile_names(profiles)
             raise ConfigError(f"unknown profile {name!r}: no {overlay} (known: {', '.join(known)})")
-        merged = _merge(yaml.safe_load(base.read_text()), yaml.safe_load(overlay.read_text()) or {})
+        merged = _merge(parse_yaml(base.read_text()), parse_yaml(overlay.read_text()) or {})
         merged["profile"] = name
         import io
 
@@ -233,12 +253,14 @@ def _cmd_set(args: argparse.Namespace) -> int:
     return 0
 
 
-def _flat(d: dict, prefix: str = "") -> dict[str, object]:
-    """Dotted keys of a nested dict; lists as one value."""
+def _flat(d: dict | list, prefix: str = "") -> dict[str, object]:
+    """Dotted keys of nested dicts, and of lists of dicts or lists by index (grid.0.epsilons, as ``-S`` names them);
+    a list of plain values is one value."""
     out: dict[str, object] = {}
-    for k, v in d.items():
+    items = d.items() if isinstance(d, dict) else enumerate(d)
+    for k, v in items:
         key = f"{prefix}{k}"
-        if isinstance(v, dict):
+        if isinstance(v, dict) or (isinstance(v, list) and any(isinstance(x, (dict, list)) for x in v)):
             out |= _flat(v, f"{key}.")
         else:
             out[key] = v
@@ -256,11 +278,11 @@ def exp_table(states: list[dict], *, all_rows: bool = False, metrics_file: str =
 
     def add(label: str, state: dict) -> None:
         data = state.get("data") or {}
-        if not data or state.get("error"):
-            pending.append(label)
-            return
         params = (data.get("params") or {}).get("params.yaml", {}).get("data") or {}
         metrics = (data.get("metrics") or {}).get(metrics_file, {}).get("data") or {}
+        if not metrics or state.get("error"):  # queued or running (DVC gives them params only) or failed
+            pending.append(label)
+            return
         cols.append((label, {"params": _flat({k: v for k, v in params.items() if k not in GENERATED_KEYS}),
                              "metrics": metrics}))
 
