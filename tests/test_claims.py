@@ -721,6 +721,23 @@ def test_numerics_shift_by_hand():
         numerics_shift(old, [s("rule", 0, 1.0, v=2, plan="q")])
 
 
+def test_numerics_shift_works_as_printed(tmp_path, capsys):
+    """`fairdp claims numerics-shift OLD NEW` (the CLI passes no --params to it: it compares two directories)."""
+    import json
+
+    from fairdp_core.cli import main
+
+    for d, v, delta in (("old", 1, 1.0), ("new", 3, 1.2)):
+        (tmp_path / d).mkdir()
+        for seed in range(2):
+            (tmp_path / d / f"r-s{seed}.json").write_text(json.dumps({
+                "run": f"r-s{seed}", "dataset": "mnist", "model": "mlp", "epsilon": 10, "algorithm": "rule",
+                "seed": seed, "numerics": v, "plan_sha256": "p", "accuracy": {"mean": 0.9},
+                "attacks": {"alooa_cross_fit": {"delta_pp": delta + seed}, "alooa_in_sample": {"delta_pp": delta}}}))
+    assert main(["claims", "numerics-shift", str(tmp_path / "old"), str(tmp_path / "new")]) == 0
+    assert "| mnist mlp ε 10 | rule | Δ cross-fit (pp) | 1 → 3 | 2 | +0.200 |" in capsys.readouterr().out
+
+
 def test_a_campaign_worker_trains_its_bank_in_its_own_process(monkeypatch, claims_params):
     """_run_task hands run_one a profile whose bank cannot shard (workers 1, shard_models []), whatever the
     profile's compute says, including shard_models null ("every model") and a Ray backend."""

@@ -23,6 +23,8 @@ def _cmd_claims(args: argparse.Namespace) -> int:
 
     if not args.extra or args.extra[0] in ("-h", "--help"):
         return claims_main(["--help"])
+    if args.extra[0] == "numerics-shift":  # compares two directories of summaries: no params file
+        return claims_main(args.extra)
     return claims_main([*args.extra, "--params", args.params])
 
 
