@@ -755,3 +755,24 @@ def test_a_campaign_worker_trains_its_bank_in_its_own_process(monkeypatch, claim
         p = claims_params.model_copy(update={"compute": claims_params.compute.model_copy(update=compute)})
         assert claims._run_task(p, name, "part", "c") == (name, {"run": name})
         assert seen == {"workers": 1, "shard_models": [], "summaries": None}
+
+
+def test_the_committed_numerics_check_recomputes_and_holds_zero():
+    """The MNIST MLP numerics check (reports/paper/numerics/): the paper's rule made DP rerun at numerics 3 (the Gram
+    route) against its committed numerics-1 summaries, seed by seed. The committed table is what numerics_shift gives
+    from the committed summaries, and every interval holds 0 (the bump moves no result beyond chance)."""
+    import json
+
+    from fairdp_core.claims import numerics_shift
+
+    base = ROOT / "reports" / "paper"
+    new = [json.loads(f.read_text()) for f in sorted((base / "numerics" / "mnist_mlp_v3").glob("*.json"))]
+    old = [json.loads(f.read_text()) for f in sorted((base / "claims_mnist").glob("*.json"))]
+    rows = numerics_shift(old, new)
+    rule = [r for r in rows if r["algorithm"] == "dpsgd_s_paper"]
+    assert rule and all(r["seeds"] >= 6 and r["versions"] == "1 → 3" for r in rule)
+    assert all(r["holds_zero"] for r in rows), [r for r in rows if not r["holds_zero"]]
+    table = (base / "numerics" / "mnist_mlp.md").read_text()
+    for r in rows:
+        assert f"| {r['quantity']} | {r['versions']} | {r['seeds']} | {r['mean']:+.3f} | [{r['lo']:+.3f}, {r['hi']:+.3f}]" \
+            in table, r

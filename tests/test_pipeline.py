@@ -159,7 +159,11 @@ def test_committed_params_are_the_default_profile(project):
 
 def test_stale_runs_are_refused_until_regenerated(project):
     path = project / "params.yaml"
-    text = path.read_text().replace("epsilons: [1, 10], seeds: 1}", "epsilons: [1, 5], seeds: 1}", 1)
+    old = path.read_text()
+    text = old.replace("- dataset: bank\n  model: lr\n  algorithms:\n  - sgd\n  - dpsgd\n  - dpsgd_s\n  epsilons:\n"
+                       "  - 1\n  - 10\n", "- dataset: bank\n  model: lr\n  algorithms:\n  - sgd\n  - dpsgd\n"
+                       "  - dpsgd_s\n  epsilons:\n  - 1\n  - 5\n", 1)
+    assert text != old  # the edit happened
     path.write_text(text)
     with pytest.raises(ConfigError, match="out of date with grid and sweep"):
         load_params(path)
@@ -183,8 +187,9 @@ def test_changing_one_epsilon_changes_only_its_runs():
 def test_bad_grid_is_refused_and_params_untouched(project):
     path = project / "params.yaml"
     original = path.read_text()
-    path.write_text(original.replace("{dataset: bank, model: lr,", "{dataset: bank, model: lrr,", 1))
+    path.write_text(original.replace("- dataset: bank\n  model: lr\n", "- dataset: bank\n  model: lrr\n", 1))
     broken = path.read_text()
+    assert broken != original
     runs = (project / "runs.yaml").read_text()
     with pytest.raises(ConfigError):
         write_generated(path)
