@@ -116,7 +116,8 @@ def _cmd_audit_one(args: argparse.Namespace) -> int:
     res = results["loss"]
     slices = {}  # column -> (its audit by the loss threshold or None, the values left out)
     if args.slice:
-        slice_df = pd.read_csv(table, sep=None, engine="python", usecols=list(args.slice))
+        slice_df = (df if args.scores is not None  # the scores table is already read; the records' is not
+                    else pd.read_csv(table, sep=None, engine="python", usecols=list(args.slice)))
         for col in args.slice:
             labels = slice_df[col].astype(str).where(slice_df[col].notna(), "(missing)").to_numpy()
             small = [v for v in sorted(set(labels)) if min(((labels == v) & m).sum(), ((labels == v) & ~m).sum())
