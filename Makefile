@@ -59,12 +59,12 @@ $(SYNTH_STAMP):
 	touch $(SYNTH_STAMP)
 
 # A profile other than default runs in profile-runs/<PROFILE>/, a copy of the tracked files with its own params.yaml,
-# results, reports and dvc.lock (fairdp_core/profile_dir.py): the committed study is never overwritten. IN_PLACE=1
+# results, reports and dvc.lock (fairdp_core/study/profile_dir.py): the committed study is never overwritten. IN_PLACE=1
 # runs it in this checkout instead (CI does, in a throwaway copy).
 OWN_DIR := $(if $(IN_PLACE),,$(filter-out default,$(PROFILE)))
 repro: $(PATH_STAMP) $(SYNTH_STAMP)
 ifneq ($(OWN_DIR),)
-	$(BIN)/python -m fairdp_core.profile_dir $(PROFILE)
+	$(BIN)/python -m fairdp_core.study.profile_dir $(PROFILE)
 	$(MAKE) -C profile-runs/$(PROFILE) repro IN_PLACE=1
 	@echo "profile $(PROFILE): reports in profile-runs/$(PROFILE)/reports/ (the committed study is unchanged)"
 else

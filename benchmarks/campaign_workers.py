@@ -38,10 +38,10 @@ def main() -> None:
 
     import torch
 
-    from fairdp_core import claims
     from fairdp_core.atomic import jsonable
     from fairdp_core.cli import use_profile
     from fairdp_core.config import load_params
+    from fairdp_core.study import claims
 
     torch.set_num_threads(1)
     with tempfile.TemporaryDirectory(prefix="fairdp-campaign-bench-") as tmp:

@@ -34,8 +34,8 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=1)
     args = ap.parse_args()
 
-    from fairdp_core.claims import effective_plan
     from fairdp_core.config import load_params
+    from fairdp_core.study.claims import effective_plan
 
     params = load_params(args.params)
     if RUN not in params.runs:

@@ -86,7 +86,7 @@ class CustomAudit:
         self.roc.to_csv(tmp / "roc.csv", index=False, float_format="%.6g")
         fig = roc_figure(self.roc)
         fig.savefig(tmp / "roc.png", dpi=150, bbox_inches="tight", metadata={"Software": None})
-        from .plots import plt
+        from .reporting.plots import plt
 
         plt.close(fig)
         (tmp / "report.md").write_text(self.markdown())
@@ -193,7 +193,7 @@ def _roc(scores: np.ndarray, membership: np.ndarray, n_points: int = 200) -> tup
 
 def roc_figure(roc: pd.DataFrame):
     """Per-group ROC curves of each attack: linear axes (left) and log–log (right), one colour per group."""
-    from .plots import GROUP_COLORS, plt
+    from .reporting.plots import GROUP_COLORS, plt
 
     attacks = list(dict.fromkeys(roc["attack"]))
     fig, axes = plt.subplots(len(attacks), 2, figsize=(10, 3.6 * len(attacks)), squeeze=False)

@@ -45,10 +45,10 @@ import numpy as np
 import pandas as pd
 from IPython.display import Markdown, display
 
-from fairdp_core import plots, results
-from fairdp_core import report_helpers as rh
 from fairdp_core.config import load_params
-from fairdp_core.reporting import audit_claims
+from fairdp_core.reporting import helpers as rh
+from fairdp_core.reporting import plots, results
+from fairdp_core.reporting.pages import audit_claims
 
 PARAMETERS = ("train_dir", "results_dir", "prepared_dir", "figures_dir", "metrics_path", "runs", "profile", "alpha", "looa_runs", "n_null", "seed")
 globals().update(rh.fill_parameters("audit_comparison", params_file, {k: globals()[k] for k in PARAMETERS}))  # None: params

@@ -72,10 +72,10 @@ import numpy as np
 import pandas as pd
 from IPython.display import Markdown, display
 
-from fairdp_core import plots, results
-from fairdp_core import report_helpers as rh
 from fairdp_core.audit.stats import holm
 from fairdp_core.beyond import tables
+from fairdp_core.reporting import helpers as rh
+from fairdp_core.reporting import plots, results
 
 PARAMETERS = ("train_dir", "results_dir", "prepared_dir", "figures_dir", "metrics_path", "runs", "profile", "alpha",
               "beyond_dir", "seed", "beyond", "stored_utility")

@@ -43,9 +43,9 @@ import numpy as np
 import pandas as pd
 from IPython.display import Markdown, display
 
-from fairdp_core import plots, results
-from fairdp_core import report_helpers as rh
 from fairdp_core.audit.stats import seed_mean_interval
+from fairdp_core.reporting import helpers as rh
+from fairdp_core.reporting import plots, results
 
 PARAMETERS = ("train_dir", "results_dir", "prepared_dir", "figures_dir", "metrics_path", "runs", "profile", "alpha", "sweep")
 globals().update(rh.fill_parameters("dpsgd_s_sweep", params_file, {k: globals()[k] for k in PARAMETERS}))  # None: params

@@ -39,11 +39,11 @@ import numpy as np
 import pandas as pd
 from IPython.display import Markdown, display
 
-from fairdp_core import plots, results
-from fairdp_core import report_helpers as rh
 from fairdp_core.audit import pooling, stats
 from fairdp_core.config import load_params
-from fairdp_core.reporting import main_table
+from fairdp_core.reporting import helpers as rh
+from fairdp_core.reporting import plots, results
+from fairdp_core.reporting.pages import main_table
 
 PARAMETERS = ("train_dir", "results_dir", "prepared_dir", "figures_dir", "metrics_path", "runs", "profile", "alpha", "seed")
 globals().update(rh.fill_parameters("group_gpr", params_file, {k: globals()[k] for k in PARAMETERS}))  # None: params

@@ -18,7 +18,7 @@
 # A plain Opacus training loop on MNIST (a small MLP), as you would write it, in six steps: (1) DP-SGD with
 # `PrivacyEngine.make_private`; (2) reading ε from the accountant with the current Opacus API; (3) choosing the
 # clipping bound C from the per-sample gradient norms **privately** (a DP percentile whose ε is composed with
-# training, `fairdp_core.clip_tuning`), beside the usual non-private percentile (tuning outside ε); (4) switching
+# training, `fairdp_core.study.clip_tuning`), beside the usual non-private percentile (tuning outside ε); (4) switching
 # to DP-SGD-S (per-group adaptive clipping) with `fairdp_core.opacus_compat.make_private_dpsgd_s`; (5) then to each
 # rival: DPSGD-F, DPSGD-Global-Adapt and AdaClip (`make_private_dpsgd_f`, `make_private_global_adapt`,
 # `make_private_adaclip`); (6) auditing what you trained, per group, with `fairdp_core.custom.audit_model`. The groups
@@ -51,12 +51,6 @@ from opacus import PrivacyEngine
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
-from fairdp_core import clip_tuning, plots
-
-# %%
-# the page's plumbing: parameters from params.yaml when papermill did not set them, and the helpers that save each
-# table and figure beside the page (in your own notebook, use print/display and plt.show instead)
-from fairdp_core import report_helpers as rh
 from fairdp_core.audit.one import audit_one, loss_scores
 from fairdp_core.custom import audit_model
 from fairdp_core.data.base import load
@@ -66,6 +60,13 @@ from fairdp_core.opacus_compat import (
     make_private_dpsgd_s,
     make_private_global_adapt,
 )
+
+# %%
+# the page's plumbing: parameters from params.yaml when papermill did not set them, and the helpers that save each
+# table and figure beside the page (in your own notebook, use print/display and plt.show instead)
+from fairdp_core.reporting import helpers as rh
+from fairdp_core.reporting import plots
+from fairdp_core.study import clip_tuning
 
 PARAMETERS = ("train_dir", "results_dir", "prepared_dir", "figures_dir", "metrics_path", "runs", "profile", "alpha",
               "seed", "n_train", "epsilon_target")

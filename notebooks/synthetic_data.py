@@ -54,8 +54,8 @@ from pathlib import Path
 import pandas as pd
 from IPython.display import Markdown, display
 
-from fairdp_core import plots
-from fairdp_core import report_helpers as rh
+from fairdp_core.reporting import helpers as rh
+from fairdp_core.reporting import plots
 from fairdp_core.synth.report import METHOD_LABELS, audit_tables, claim_verdicts, utility_summary, verdict_counts
 
 PARAMETERS = ("train_dir", "results_dir", "prepared_dir", "figures_dir", "metrics_path", "runs", "profile", "alpha",

@@ -203,9 +203,9 @@ BREAKAGES = (
     Breakage("AdaClip optimizer: counts kept across real steps (not reset after a step's release)",
              "fairdp_core/opacus_compat.py",
              "keep = self._is_last_step_skipped  #", "keep = True  #"),
-    Breakage("tune-clip: exponential mechanism at twice its scale", "fairdp_core/clip_tuning.py",
+    Breakage("tune-clip: exponential mechanism at twice its scale", "fairdp_core/study/clip_tuning.py",
              "logits = epsilon_q * u / 2.0", "logits = epsilon_q * u"),
-    Breakage("tune-clip: the quantile release not composed into ε", "fairdp_core/clip_tuning.py",
+    Breakage("tune-clip: the quantile release not composed into ε", "fairdp_core/study/clip_tuning.py",
              "rdp = rdp + np.minimum(", "rdp = rdp + 0 * np.minimum("),
     Breakage("DPDSyn: no gradient noise", "fairdp_core/synth/dpdsyn.py",
              "dtype=total.dtype) * (sigma * clip)", "dtype=total.dtype) * 0.0"),
@@ -275,7 +275,7 @@ BREAKAGES = (
     Breakage("Global-Adapt Opacus optimizer: gradient noise at Z, not at C", "fairdp_core/opacus_compat.py",
              "self.max_grad_norm = self.clip  # every scaled gradient has norm ≤ C",
              "self.max_grad_norm = float(self.Z)"),
-    Breakage("tune_clip: the quantile released at 2 ε_q while ε_q is charged", "fairdp_core/clip_tuning.py",
+    Breakage("tune_clip: the quantile released at 2 ε_q while ε_q is charged", "fairdp_core/study/clip_tuning.py",
              "clip = dp_quantile(norms, quantile, epsilon_q,", "clip = dp_quantile(norms, quantile, 2 * epsilon_q,"),
     Breakage("PRV accountant: an error margin of 0.1 (ε understated by up to 0.09)", "fairdp_core/engine/accounting.py",
              "        return 0.01\n", "        return 0.1\n"),
@@ -297,7 +297,7 @@ _SUITE = list(SUITE)  # --suite narrows it (a quick check of one family's breaka
 # caught breakage costs the time to its catching test, not the whole suite's. The verdict is unchanged: a breakage
 # survives only if every file of the suite passes.
 FIRST = {"fairdp_core/synth/": ["tests/test_synth.py"], "fairdp_core/opacus_compat.py": ["tests/test_opacus_compat.py"],
-         "fairdp_core/clip_tuning.py": ["tests/test_clip_tuning.py"], "fairdp_core/custom.py": ["tests/test_custom.py"]}
+         "fairdp_core/study/clip_tuning.py": ["tests/test_clip_tuning.py"], "fairdp_core/custom.py": ["tests/test_custom.py"]}
 
 
 def _order(path: str) -> list[str]:

@@ -1,4 +1,4 @@
-"""The claims campaign (fairdp_core/claims.py) and its verdicts (fairdp_core/audit/verdicts.py): the profile's
+"""The claims campaign (fairdp_core/study/claims.py) and its verdicts (fairdp_core/audit/verdicts.py): the profile's
 effective settings are the paper's, the committed summaries come from this repository's history and the profile's
 plan, the index's verdicts recompute from them, and the verdict rules refuse a test that is not like for like or
 whose estimators disagree."""
@@ -73,7 +73,7 @@ def _summaries(where: Path = SUMMARIES) -> list[dict]:
 def test_committed_summaries_come_from_history_and_the_profile(profile, tmp_path_factory):
     """Every committed summary of a campaign profile: its commit is an ancestor of HEAD, and its effective plan
     (train and attack plans, the attacks run) is that profile's for that run, hash included."""
-    from fairdp_core.claims import effective_plan, plan_hash
+    from fairdp_core.study.claims import effective_plan, plan_hash
 
     claims_params = _profile_params(tmp_path_factory, profile)
     summaries = _summaries(ROOT / "reports" / "paper" / profile)
@@ -116,7 +116,7 @@ def test_index_verdicts_recompute_from_the_committed_summaries():
     be writing new ones), and reports/claims_table.csv holds the same rows."""
     import pandas as pd
 
-    from fairdp_core.claims_report import CLAIMS_SOURCES, claims_frame
+    from fairdp_core.reporting.claims import CLAIMS_SOURCES, claims_frame
 
     df, _ = claims_frame([ROOT / d for d, _ in CLAIMS_SOURCES], [ROOT / p for _, p in CLAIMS_SOURCES],
                          files=_tracked_summaries())
@@ -236,8 +236,8 @@ def test_numerics_version_pins_a_banks_bits(algorithm):
     import os
     import sys
 
-    from fairdp_core.claims import numerics_of
     from fairdp_core.stages import MALLOC_ENV
+    from fairdp_core.study.claims import numerics_of
 
     env = {**os.environ, **MALLOC_ENV, "MKL_CBWR": "COMPATIBLE"}
     out = subprocess.run([sys.executable, "-c", _BANK_DIGEST, algorithm], env=env, capture_output=True, text=True,
@@ -312,7 +312,7 @@ def test_seeds_needed_is_blind_to_which_arm_is_which():
     """The seed rule reads sqrt(mean d²) and the pooled Δ: swapping the arms gives the same answer, and a hand case
     (every |d| = 0.1 pp, pooled Δ 1.0 pp, target 0.2 pp: SD/target = 0.5) needs the 6-seed minimum, while |d| = 0.2
     (SD/target = 1) needs 10 (noncentral t, 80% power at α = 0.05)."""
-    from fairdp_core.claims import seeds_needed
+    from fairdp_core.study.claims import seeds_needed
 
     def part(dd):
         out = []
@@ -330,7 +330,7 @@ def test_seeds_needed_is_blind_to_which_arm_is_which():
 def test_run_part_runs_seed_by_seed_until_its_target(monkeypatch, claims_params, tmp_path):
     """With a stubbed run (no training): 6 seeds of 4 arms first, then the blinded target; an SGD part stops at its
     2 seeds; a part already run is read back, never rerun."""
-    import fairdp_core.claims as claims
+    import fairdp_core.study.claims as claims
 
     calls = []
 
@@ -361,7 +361,7 @@ def test_the_answer_when_nothing_is_detected():
     import html
     import tempfile
 
-    from fairdp_core.claims_report import claims_first_screen
+    from fairdp_core.reporting.claims import claims_first_screen
 
     with tempfile.TemporaryDirectory() as tmp:
         for s in _bank(0.0, 0.0, noise=0.2):
@@ -382,7 +382,7 @@ def test_the_family_and_seed_caps_are_the_campaign_profiles_plan(tmp_path):
     MNIST CNN (claims_mnist_cnn.yaml) and UTKFace CNN (claims_utkface.yaml); each cell's seed cap is its own grid
     entry's (16 for the LR cells, 12 for MNIST, 6 for UTKFace); a run stored in both directories is an error, not
     silently counted once."""
-    from fairdp_core.claims_report import CLAIMS_SOURCES, _max_seeds, claims_frame, planned_rows
+    from fairdp_core.reporting.claims import CLAIMS_SOURCES, _max_seeds, claims_frame, planned_rows
 
     profiles = [ROOT / p for _, p in CLAIMS_SOURCES]
     assert planned_rows(profiles) == 33 and planned_rows(profiles[:1]) == 30
@@ -399,11 +399,11 @@ def test_run_one_summary_records_its_plan_and_execution(monkeypatch, claims_para
     """run_one's summary (training and attacks stubbed): the plan and its hash, and what the plan hash leaves out but
     a bank's last bits can depend on (threads, workers, MKL_CBWR); a design file already in the checkout (another
     campaign's, of another R) is drawn afresh, never reused."""
-    import fairdp_core.claims as claims
     import fairdp_core.data.pipeline as pipeline
     import fairdp_core.stages.attack as attack
     import fairdp_core.stages.design as design
     import fairdp_core.stages.train as train
+    import fairdp_core.study.claims as claims
 
     p = claims_params
     name = "law_paper-lr-dpsgd-e10-s0"
@@ -437,7 +437,7 @@ def test_robustness_notes_recompute_from_the_committed_reruns(tmp_path):
     their cells, the rule's difference is recomputed at the family's level, and the committed index shows it; a
     check that holds another arm's runs is refused."""
     from fairdp_core.audit.verdicts import claims_table, load_summaries
-    from fairdp_core.claims_report import CLAIMS_SOURCES, ROBUSTNESS, planned_rows, robustness_notes
+    from fairdp_core.reporting.claims import CLAIMS_SOURCES, ROBUSTNESS, planned_rows, robustness_notes
 
     robust = ROOT / ROBUSTNESS
     checks = sorted(p for p in robust.iterdir() if p.is_dir())
@@ -474,7 +474,7 @@ def test_the_forest_plot_is_scaled_to_the_decided_cells():
     cells', so they are not squeezed onto the zero line (the faint interval is cut at the panel's edge)."""
     import pandas as pd
 
-    from fairdp_core import plots
+    from fairdp_core.reporting import plots
 
     base = dict(model="lr", epsilon=10.0, rule="dpsgd_s_paper")
     rows = [dict(base, dataset="adult", verdict="contradicted", diff_in_sample=0.17, lo_bonf_in_sample=0.13,
@@ -492,7 +492,7 @@ def test_the_forest_plot_is_scaled_to_the_decided_cells():
 def test_verify_run_compares_every_field_but_commit_and_times(monkeypatch, claims_params, tmp_path):
     """`fairdp claims verify`: a rerun equal but for its commit and times reproduces; one that differs in any other
     field is named; a summary of another plan or numerics version is refused before any run."""
-    import fairdp_core.claims as claims
+    import fairdp_core.study.claims as claims
     from fairdp_core.config import ConfigError
 
     name = next(n for n, r in claims_params.runs.items() if r.algorithm == "dpsgd")
@@ -540,7 +540,7 @@ def test_numerics_version_follows_the_code_path():
     """The paper rules' version 2 is their one-pass group sums (the CNNs), version 3 the Gram matrix of the sums
     (an LR or MLP run with more than two groups); with two groups the dense backend keeps K passes and the engine's
     version; DP-SGD is the engine's."""
-    from fairdp_core.claims import NUMERICS_VERSION, numerics_of, summary_numerics
+    from fairdp_core.study.claims import NUMERICS_VERSION, numerics_of, summary_numerics
 
     assert numerics_of("dpsgd_s_paper", "lr", 2) == numerics_of("dpsgd_s_paper_code", "mlp", 2) == NUMERICS_VERSION
     assert numerics_of("dpsgd_s_paper", "cnn", 10) == numerics_of("dpsgd_s_paper_code", "cnn", 2) == 2
@@ -553,7 +553,7 @@ def test_numerics_version_follows_the_code_path():
 def _stub_summary(params, name: str) -> dict:
     """A run's summary without training: Δ of the paper rule ±0.2 pp around DP-SGD's by seed parity (as in
     test_run_part_runs_seed_by_seed_until_its_target), so the blinded rule asks 10 seeds."""
-    import fairdp_core.claims as claims
+    import fairdp_core.study.claims as claims
 
     r = params.runs[name]
     d = {"dpsgd": 0.0, "dpsgd_s_paper": 0.2 * (1 if r.seed % 2 else -1)}.get(r.algorithm, 0.0)
@@ -577,7 +577,7 @@ def _stub_task(params, name, part, commit):
 def test_a_parallel_campaign_takes_the_sequential_decisions(monkeypatch, claims_params, tmp_path):
     """Two loky workers: the same waves (6 seeds, then the blinded target of 10), the same summaries in the same
     order as one after the other; nothing is rerun."""
-    import fairdp_core.claims as claims
+    import fairdp_core.study.claims as claims
 
     monkeypatch.setattr(claims, "plan_hash", lambda plan: "x")
     monkeypatch.setattr(claims, "_prepare", lambda params, ds: None)
@@ -609,7 +609,7 @@ def test_a_parallel_campaign_takes_the_sequential_decisions(monkeypatch, claims_
 def test_a_killed_worker_leaves_no_summary_and_a_rerun_finishes(monkeypatch, claims_params, tmp_path):
     """kill -9 of the worker running one run: CampaignError names the run, no summary of it exists, the runs that
     finished before are written; the same command again runs only what is missing."""
-    import fairdp_core.claims as claims
+    import fairdp_core.study.claims as claims
 
     monkeypatch.setattr(claims, "plan_hash", lambda plan: "x")
     monkeypatch.setattr(claims, "_prepare", lambda params, ds: None)
@@ -630,7 +630,7 @@ def test_a_killed_worker_leaves_no_summary_and_a_rerun_finishes(monkeypatch, cla
 
 
 def _law_smoke_part(tmp_path_factory, pool) -> dict[str, dict]:
-    import fairdp_core.claims as claims
+    import fairdp_core.study.claims as claims
 
     p = _profile_params(tmp_path_factory, "smoke")
     out = p.base_dir / "summaries"
@@ -659,7 +659,7 @@ def test_parallel_summaries_equal_the_sequential_runs(law_smoke_sequential, mirr
     """Real training and attacks (the smoke profile's Law LR part, DP-SGD and DP-SGD-S): the summaries two loky
     workers write are the ones a run in this process writes, field for field but for the wall times and the shard
     count of the execution record (a worker trains its bank in one process)."""
-    import fairdp_core.claims as claims
+    import fairdp_core.study.claims as claims
 
     monkeypatch.setenv("FAIRDP_DATA_MIRROR", str(mirror))
     _assert_same_summaries(_law_smoke_part(tmp_path_factory, claims.CampaignPool(2, "loky")), law_smoke_sequential)
@@ -671,7 +671,7 @@ def test_ray_campaign_summaries_equal_the_sequential_runs(law_smoke_sequential, 
     """The same part as Ray tasks on a local Ray (2 CPUs, started by the pool): the same summaries."""
     import ray
 
-    import fairdp_core.claims as claims
+    import fairdp_core.study.claims as claims
 
     monkeypatch.setenv("FAIRDP_DATA_MIRROR", str(mirror))
     try:
@@ -683,7 +683,7 @@ def test_ray_campaign_summaries_equal_the_sequential_runs(law_smoke_sequential, 
 def test_claims_runs_names_an_unknown_run_before_any_work(claims_params, tmp_path):
     """`fairdp claims runs NAME...`: a name the profile does not hold is one error naming it, before the checkout's
     commit is even read (the test's profile is not a git checkout) and before any run."""
-    import fairdp_core.claims as claims
+    import fairdp_core.study.claims as claims
     from fairdp_core.config import ConfigError
 
     params = claims_params.base_dir / "params.yaml"
@@ -697,7 +697,7 @@ def test_numerics_shift_by_hand():
     """new − old per seed, its mean and t interval, by hand: differences 0.1, -0.1, 0.3 (mean 0.1, SD 0.2, 3 seeds:
     half-width t(0.975, 2) · 0.2 / √3 = 0.4968); an arm that moved by 1 pp on every seed does not hold 0; arms of
     another cell are not pooled; one pair gives no interval (None, not "moved"); a pair of another plan is refused."""
-    from fairdp_core.claims import numerics_shift
+    from fairdp_core.study.claims import numerics_shift
 
     def s(alg, seed, d, acc=0.9, v=1, plan="p", ds="law"):
         return {"run": f"{ds}-{alg}-s{seed}", "dataset": ds, "model": "lr", "epsilon": 10, "algorithm": alg,
@@ -741,7 +741,7 @@ def test_numerics_shift_works_as_printed(tmp_path, capsys):
 def test_a_campaign_worker_trains_its_bank_in_its_own_process(monkeypatch, claims_params):
     """_run_task hands run_one a profile whose bank cannot shard (workers 1, shard_models []), whatever the
     profile's compute says, including shard_models null ("every model") and a Ray backend."""
-    import fairdp_core.claims as claims
+    import fairdp_core.study.claims as claims
 
     seen = {}
 
@@ -763,7 +763,7 @@ def test_the_committed_numerics_check_recomputes_and_holds_zero():
     from the committed summaries, and every interval holds 0 (the bump moves no result beyond chance)."""
     import json
 
-    from fairdp_core.claims import numerics_shift
+    from fairdp_core.study.claims import numerics_shift
 
     base = ROOT / "reports" / "paper"
     new = [json.loads(f.read_text()) for f in sorted((base / "numerics" / "mnist_mlp_v3").glob("*.json"))]

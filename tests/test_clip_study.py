@@ -17,13 +17,13 @@ import pytest
 import torch
 import yaml
 
-from fairdp_core import clip_study as cs
 from fairdp_core.audit.design import audit_design
-from fairdp_core.clip_tuning import composed_epsilon
 from fairdp_core.config import Params
 from fairdp_core.data.base import GroupedData, Split, load, save
 from fairdp_core.engine import epsilon as engine_epsilon
 from fairdp_core.seeding import derive_rng, derive_seed
+from fairdp_core.study import clip_study as cs
+from fairdp_core.study.clip_tuning import composed_epsilon
 
 # A budget where the quantile's share is large (ε_q = 0.5 of ε = 4: σ differs by 7% from DP-SGD's at the full ε), so
 # that charging it or not is far outside the calibration tolerance. At the study's ε = 10, ε_q = 0.1 the release

@@ -10,7 +10,7 @@ import pytest
 from opacus.accountants import RDPAccountant
 from opacus.accountants.analysis.rdp import compute_rdp, get_privacy_spent
 
-from fairdp_core import clip_tuning as ct
+from fairdp_core.study import clip_tuning as ct
 
 
 def test_quantile_probabilities_by_hand():

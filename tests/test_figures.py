@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from fairdp_core import plots
+from fairdp_core.reporting import plots
 
 LABELS = ["SGD", "DP-SGD", "DP-SGD-S", "DP-SGD-S (paper rule, made DP)", "DPSGD-F"]
 

@@ -210,7 +210,7 @@ def test_committed_frontier_table_recomputes_from_the_committed_summaries(tmp_pa
     from pathlib import Path
 
     from fairdp_core.audit.frontier import load_points
-    from fairdp_core.frontier_report import FRONTIER_CLAIMS, FRONTIER_SOURCES, planned_points
+    from fairdp_core.reporting.frontier import FRONTIER_CLAIMS, FRONTIER_SOURCES, planned_points
 
     root = Path(__file__).resolve().parents[1]
     dirs = [d for d, _ in FRONTIER_SOURCES]
@@ -237,7 +237,7 @@ def test_the_ablation_is_read_at_its_own_point_and_judged_against_the_paper_rule
     """The ablation (fixed group bounds) has no claims run: its row reads its frontier-source point. Against the
     paper rule it is judged on the paired per-seed difference of their effects at equal accuracy: the same effect
     reads "same effect" (TOST within 20% of DP-SGD's Δ), 0.2 pp apart "differs", a noisy one "inconclusive"."""
-    from fairdp_core.frontier_report import _ablation_outcome
+    from fairdp_core.reporting.frontier import _ablation_outcome
 
     df = _points(0.886, 50 * 0.006 - 0.2, noise=0.005)  # the paper rule lowers Δ by 0.2 pp at equal accuracy
 
@@ -281,7 +281,7 @@ def test_a_cell_in_progress_says_so():
     """A cell with frontier runs but no complete seed: how many runs are stored, not "not run yet"."""
     import pandas as pd
 
-    from fairdp_core.frontier_report import cell_progress
+    from fairdp_core.reporting.frontier import cell_progress
 
     pts = pd.DataFrame({"dataset": ["mnist", "mnist", "mnist"], "model": ["mlp"] * 3, "epsilon": [10.0] * 3,
                         "source": ["frontier", "frontier", "claims"]})

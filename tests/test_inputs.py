@@ -394,7 +394,7 @@ def test_a_profile_runs_in_a_directory_of_its_own(tmp_path):
     import subprocess
 
     from fairdp_core.config import load_params
-    from fairdp_core.profile_dir import prepare_profile_dir
+    from fairdp_core.study.profile_dir import prepare_profile_dir
 
     # a checkout of its own (a copy of the tracked files, committed), so that nothing else writes to it meanwhile
     root = tmp_path / "checkout"
@@ -430,7 +430,7 @@ def test_a_profile_runs_in_a_directory_of_its_own(tmp_path):
         prepare_profile_dir(root, "nosuch", dest=tmp_path / "x")
     # the Makefile sends a non-default profile there, the default one (and IN_PLACE=1) to the checkout
     dry = subprocess.run(["make", "-n", "repro", "PROFILE=smoke"], cwd=ROOT, capture_output=True, text=True).stdout
-    assert "fairdp_core.profile_dir smoke" in dry and "use-profile" not in dry.split("profile_dir")[0]
+    assert "fairdp_core.study.profile_dir smoke" in dry and "use-profile" not in dry.split("profile_dir")[0]
     dry = subprocess.run(["make", "-n", "repro", "PROFILE=smoke", "IN_PLACE=1"], cwd=ROOT, capture_output=True,
                          text=True).stdout
     assert "profile_dir" not in dry and "use-profile smoke" in dry

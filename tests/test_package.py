@@ -20,7 +20,7 @@ MODULES = ["fairdp_core", "fairdp_core.config", "fairdp_core.data", "fairdp_core
            "fairdp_core.engine", "fairdp_core.engine.accounting", "fairdp_core.engine.backends",
            "fairdp_core.rules.policy", "fairdp_core.engine.sampling", "fairdp_core.engine.shard",
            "fairdp_core.engine.trainer",
-           "fairdp_core.opacus_compat", "fairdp_core.audit", "fairdp_core.report_helpers", "fairdp_core.stages",
+           "fairdp_core.opacus_compat", "fairdp_core.audit", "fairdp_core.reporting.helpers", "fairdp_core.stages",
            "fairdp_core.stages.plan", "fairdp_core.stages.train", "fairdp_core.stages.attack",
            "fairdp_core.stages.design", "fairdp_core.stages.prepare", "fairdp_core.stages.report"]
 

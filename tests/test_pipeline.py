@@ -16,7 +16,7 @@ import pytest
 from fairdp_core.cli import main as cli_main
 from fairdp_core.cli import use_profile, write_generated
 from fairdp_core.config import ConfigError, GridEntry, expand_runs, load_params
-from fairdp_core.reporting import NOTEBOOKS, notebook_parameters, run_notebook
+from fairdp_core.reporting.pages import NOTEBOOKS, notebook_parameters, run_notebook
 
 from .conftest import ROOT
 
@@ -209,7 +209,7 @@ def test_notebook_parameters_match_parameters_cell(name):
     import nbformat
     import papermill as pm
 
-    from fairdp_core.reporting import read_notebook
+    from fairdp_core.reporting.pages import read_notebook
 
     params = load_params(ROOT / "params.yaml")
     src = ROOT / "notebooks" / f"{name}.py"

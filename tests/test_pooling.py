@@ -113,7 +113,7 @@ def test_mean_clipped_and_minimal_detectable_effect():
 def test_every_registered_report_has_a_stage_and_a_link():
     """The report registry is the one list: each entry has a dvc.yaml stage that writes reports/<name>.html and a
     notebook, the index links every entry, and CI's smoke check reads the registry."""
-    from fairdp_core.reporting import REPORTS
+    from fairdp_core.reporting.pages import REPORTS
 
     stages = yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"]
     written = set()
@@ -135,7 +135,7 @@ def test_no_run_is_left_out_silently():
     """Every run of the profile is on the membership pages or in left_out_runs with a reason, never both; the
     committed pages that read the membership runs say what they leave out."""
     from fairdp_core.config import load_params
-    from fairdp_core.reporting import REPORTS, left_out_runs, left_out_sentence, membership_runs
+    from fairdp_core.reporting.pages import REPORTS, left_out_runs, left_out_sentence, membership_runs
 
     params = load_params(ROOT / "params.yaml")
     shown = set(membership_runs(params))

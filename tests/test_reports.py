@@ -11,9 +11,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from fairdp_core import plots
 from fairdp_core.audit.pooling import correlation_interval
-from fairdp_core.report_checks import MAX_FIRST_SCREEN_WORDS, check_reports, first_screen_words
+from fairdp_core.reporting import plots
+from fairdp_core.reporting.checks import MAX_FIRST_SCREEN_WORDS, check_reports, first_screen_words
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -105,7 +105,7 @@ def _findings_box(page: str) -> tuple[int, str] | None:
 def test_findings_fill_numbers_into_spans_and_return_them_for_the_metrics_file(capsys):
     from IPython.core.interactiveshell import InteractiveShell  # noqa: F401  (display() needs IPython)
 
-    from fairdp_core import report_helpers as rh
+    from fairdp_core.reporting import helpers as rh
 
     got = rh.findings(["Δ is **{d:.2f} pp** in {k} of {n} cases.", "Below <this> & {x:+.1f}."],
                       {"d": 1.234, "k": np.int64(3), "n": 7, "x": -0.25})
@@ -120,7 +120,7 @@ def test_findings_fill_numbers_into_spans_and_return_them_for_the_metrics_file(c
 def test_findings_move_under_the_title():
     import nbformat
 
-    from fairdp_core.reporting import _findings_first
+    from fairdp_core.reporting.pages import _findings_first
 
     nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("params = 1", metadata={"tags": ["parameters"]}),
                                          nbformat.v4.new_markdown_cell("# The question?"),
@@ -160,7 +160,7 @@ def test_every_page_opens_with_findings_whose_numbers_match_its_metrics_file():
 
 
 def test_every_committed_page_names_the_commit_and_the_versions_that_built_it():
-    """Each page's provenance line (fairdp_core.reporting.provenance): profile, commit and the versions of torch,
+    """Each page's provenance line (fairdp_core.reporting.pages.provenance): profile, commit and the versions of torch,
     opacus, numpy and fairdp."""
     import re
 
@@ -179,7 +179,7 @@ def test_the_commit_a_page_names_changes_with_the_code_only(tmp_path):
     module is flagged. CI's determinism check reruns the reports after committing the smoke results."""
     import subprocess
 
-    from fairdp_core.reporting import _commit
+    from fairdp_core.reporting.pages import _commit
 
     def git(*a):
         return subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", *a], cwd=tmp_path, check=True,
@@ -211,12 +211,12 @@ def test_the_commit_a_page_names_changes_with_the_code_only(tmp_path):
 def test_each_page_is_stamped_by_its_own_stages_code():
     """page_code_paths reads the stage that writes the page from dvc.yaml: a report's notebook and modules, not the
     campaign's or another page's; the index's frontier code; the whole package for a page no stage writes."""
-    from fairdp_core.reporting import CODE_PATHS, page_code_paths
+    from fairdp_core.reporting.pages import CODE_PATHS, page_code_paths
 
     gpr = page_code_paths(ROOT, "group_gpr")
-    assert "notebooks/group_gpr.py" in gpr and "fairdp_core/reporting.py" in gpr
-    assert not {"notebooks/audit_comparison.py", "fairdp_core/claims.py", "fairdp_core/frontier_report.py"} & set(gpr)
-    assert "fairdp_core/frontier_report.py" in page_code_paths(ROOT, "index")
+    assert "notebooks/group_gpr.py" in gpr and "fairdp_core/reporting/pages.py" in gpr
+    assert not {"notebooks/audit_comparison.py", "fairdp_core/study/claims.py", "fairdp_core/reporting/frontier.py"} & set(gpr)
+    assert "fairdp_core/reporting/frontier.py" in page_code_paths(ROOT, "index")
     assert "notebooks/synthetic_data.py" in page_code_paths(ROOT, "synthetic_data")
     assert page_code_paths(ROOT, "no_such_page") == CODE_PATHS
 
@@ -259,7 +259,7 @@ def test_every_figure_function_uses_the_fixed_colours():
 def test_report_tables_format_integers_dashes_captions_and_csv(tmp_path, monkeypatch):
     from IPython import display as ipd
 
-    from fairdp_core import report_helpers as rh
+    from fairdp_core.reporting import helpers as rh
 
     shown = []
     monkeypatch.setattr(ipd, "display", lambda obj: shown.append(obj))
@@ -324,7 +324,7 @@ def test_this_run_counts_a_detection_only_after_holm_over_the_configurations():
     tested; none at all gives (0, 0)."""
     import pandas as pd
 
-    from fairdp_core.reporting import this_run_detections
+    from fairdp_core.reporting.pages import this_run_detections
 
     p = np.full(32, 0.6)
     p[3] = 0.03

@@ -682,7 +682,7 @@ def test_plans_carry_the_rivals_published_defaults():
 
 
 def test_every_algorithm_has_a_label_and_a_colour():
-    from fairdp_core import plots, results
+    from fairdp_core.reporting import plots, results
 
     assert set(results.ALGORITHM_LABELS) == set(ALGORITHMS)
     assert all(results.ALGORITHM_LABELS[a] in plots.ALGORITHM_COLORS for a in ALGORITHMS)

@@ -16,10 +16,11 @@ from typing import get_args
 import numpy as np
 import pytest
 
-from fairdp_core import config, plots, results, rules
+from fairdp_core import config, rules
 from fairdp_core.engine import trainer
 from fairdp_core.engine.accounting import combine_sigmas, epsilon
 from fairdp_core.engine.trainer import TrainSpec, train_bank
+from fairdp_core.reporting import plots, results
 from fairdp_core.rules.base import RULE_FIELDS
 
 # rule -> the noise multipliers (noise std / L2 sensitivity) of the statistics it releases each step, from the

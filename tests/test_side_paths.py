@@ -23,11 +23,11 @@ import torch
 from opacus import GradSampleModule
 from torch import nn
 
-from fairdp_core import clip_tuning as ct
 from fairdp_core.engine import TrainSpec, calibrate_sigma, epsilon, split_sigma, train_bank
 from fairdp_core.engine.accounting import history_epsilon
 from fairdp_core.models import build_model
 from fairdp_core.opacus_compat import AdaClipOptimizer, DPSGDFOptimizer, DPSGDSOptimizer, GlobalAdaptOptimizer
+from fairdp_core.study import clip_tuning as ct
 
 # ------------------------------------------------------------------ the Opacus optimizers, step by step
 

@@ -174,7 +174,7 @@ def test_prune_lock_removes_dead_entries_only(tmp_path):
     """fairdp prune-lock: dvc.lock keeps, byte for byte, the entries of the stages dvc.yaml defines and loses the
     others (DVC never removes one, and rewrites the whole lock after every stage); make repro runs it. The
     committed lock has no dead entry."""
-    from fairdp_core.lockfile import prune_lock_text, stage_names
+    from fairdp_core.study.lockfile import prune_lock_text, stage_names
 
     names = stage_names(ROOT)
     committed = (ROOT / "dvc.lock").read_text()
@@ -391,9 +391,9 @@ def test_dry_lists_the_runs_a_params_edit_reruns_with_their_time(tmp_path, capsy
 
 
 # The code that only draws and writes the pages: editing it must rerun pages, never a bank
-REPORT_CODE = ["fairdp_core/reporting.py", "fairdp_core/plots.py", "fairdp_core/report_helpers.py",
-               "fairdp_core/report_checks.py", "fairdp_core/claims_report.py", "fairdp_core/frontier_report.py",
-               "fairdp_core/results.py", "fairdp_core/beyond/tables.py", "fairdp_core/synth/report.py",
+REPORT_CODE = ["fairdp_core/reporting/pages.py", "fairdp_core/reporting/plots.py", "fairdp_core/reporting/helpers.py",
+               "fairdp_core/reporting/checks.py", "fairdp_core/reporting/claims.py", "fairdp_core/reporting/frontier.py",
+               "fairdp_core/reporting/results.py", "fairdp_core/beyond/tables.py", "fairdp_core/synth/report.py",
                "fairdp_core/stages/report.py", "fairdp_core/stages/index.py",
                *(f"notebooks/{p.name}" for p in sorted((ROOT / "notebooks").glob("*.py")))]
 

@@ -13,10 +13,10 @@ import pytest
 import torch
 
 import fairdp_core.engine as engine
-from fairdp_core import tuning
 from fairdp_core.config import ConfigError, load_params
 from fairdp_core.data.base import GroupedData, Split
 from fairdp_core.stages.plan import train_plan
+from fairdp_core.study import tuning
 
 ROOT = Path(__file__).resolve().parents[1]
 RUN = "adult-lr-dpsgd_s_paper-e10-s0"  # a run of the committed default profile

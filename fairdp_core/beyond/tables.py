@@ -53,7 +53,7 @@ def membership_by_run(train_dir: str | Path, runs: dict[str, dict], names: list[
                       alpha: float = 0.05) -> pd.DataFrame:
     """Per run: the cross-fitted PA-ALOOA advantage over all audit records (groups weighted by their share of the
     audit set) with its records × model-pairs interval, and the success rate 50% + advantage/2."""
-    from ..results import alooa_contributions
+    from ..reporting.results import alooa_contributions
 
     rows = []
     for name in names:

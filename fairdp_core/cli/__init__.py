@@ -97,8 +97,8 @@ def main(argv: list[str] | None = None) -> int:
               f"pip install 'fairdp_core[train]' (docs/library.md: the CPU build of torch)", file=sys.stderr)
         return 2
     except Exception as e:  # configuration and data errors: one line naming the problem; anything else raises
-        from ..claims import CampaignError
         from ..data.sources import DataSourceError
+        from ..study.claims import CampaignError
 
         if not isinstance(e, (ConfigError, KeyError, ValueError, FileNotFoundError, DataSourceError, CampaignError)):
             raise

@@ -9,7 +9,7 @@ from ..config import load_params
 
 
 def _cmd_pilot_summary(args: argparse.Namespace) -> int:
-    from ..reporting import pilot_summary
+    from ..reporting.pages import pilot_summary
     from ..stages.plan import train_plan
 
     params = load_params(args.params)
@@ -19,7 +19,7 @@ def _cmd_pilot_summary(args: argparse.Namespace) -> int:
 
 
 def _cmd_claims(args: argparse.Namespace) -> int:
-    from ..claims import main as claims_main
+    from ..study.claims import main as claims_main
 
     if not args.extra or args.extra[0] in ("-h", "--help"):
         return claims_main(["--help"])
@@ -73,7 +73,7 @@ def _cmd_coverage(args: argparse.Namespace) -> int:
 
 
 def _cmd_tune(args: argparse.Namespace) -> int:
-    from ..tuning import main as tune
+    from ..study.tuning import main as tune
 
     return tune(["--params", args.params, *args.extra])
 
@@ -97,8 +97,8 @@ def _cmd_tune_clip(args: argparse.Namespace) -> int:
     import json
 
     from ..atomic import write_text
-    from ..clip_tuning import tune_clip
     from ..data import load
+    from ..study.clip_tuning import tune_clip
 
     params = load_params(args.params)
     if args.dataset not in params.data.datasets:
@@ -131,7 +131,7 @@ def _cmd_tune_clip(args: argparse.Namespace) -> int:
 def _cmd_clip_study(args: argparse.Namespace) -> int:
     import torch
 
-    from ..clip_study import clip_study, write_clip_study
+    from ..study.clip_study import clip_study, write_clip_study
 
     params = load_params(args.params)
     torch.set_num_threads(args.threads or params.train.threads)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 
 def _cmd_check_reports(args: argparse.Namespace) -> int:
-    from ..report_checks import MAX_FIRST_SCREEN_WORDS, MAX_HEIGHT_PX, check_reports, first_screen_words, page_heights
+    from ..reporting.checks import MAX_FIRST_SCREEN_WORDS, MAX_HEIGHT_PX, check_reports, first_screen_words, page_heights
 
     problems = check_reports(args.reports)
     if args.heights:
@@ -32,7 +32,7 @@ def _cmd_check_reports(args: argparse.Namespace) -> int:
 
 
 def _cmd_prune_lock(args) -> int:
-    from ..lockfile import prune_lock
+    from ..study.lockfile import prune_lock
 
     root = Path(args.params).resolve().parent
     dropped = prune_lock(root)

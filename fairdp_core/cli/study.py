@@ -48,7 +48,7 @@ def _cmd_audit(args: argparse.Namespace) -> int:
 
 
 def _cmd_report(args: argparse.Namespace) -> int:
-    from ..reporting import run_notebook
+    from ..reporting.pages import run_notebook
 
     params = load_params(args.params)
     run_notebook(params, args.notebook)

@@ -31,6 +31,8 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Literal
 
+from ..rules.base import split_sigma
+
 __all__ = ["Accountant", "Accounting", "bank_accounting", "calibrate", "calibrate_sigma", "combine_sigmas", "epsilon",
            "history_epsilon", "prv_eps_error", "split_sigma"]
 
@@ -123,18 +125,6 @@ def combine_sigmas(sigma_g: float, *sigma_stats: float) -> float:
     if sigma_g <= 0 or any(s <= 0 for s in sigma_stats):
         return 0.0
     return (sigma_g ** -2 + sum(s ** -2 for s in sigma_stats)) ** -0.5
-
-
-def split_sigma(sigma_eff: float, *sigma_stats: float) -> float:
-    """σ_g such that combine_sigmas(σ_g, *σ_stats) == σ_eff. Requires Σ_j σ_j⁻² < σ_eff⁻²."""
-    rest = sigma_eff ** -2 - sum(s ** -2 for s in sigma_stats)
-    if not sigma_stats or rest <= 0:
-        shown = ", ".join(f"{s:.4g}" for s in sigma_stats)
-        raise ValueError(f"the statistics' noise ({shown}) must leave budget for the gradient at the calibrated "
-                         f"σ_eff = {sigma_eff:.4g} (need Σ σ_j⁻² < σ_eff⁻²): raise train.dpsgd_s.sigma_b or "
-                         "train.dpsgd_s_paper.sigma_s / sigma_b (or the sigma_b of train.dpsgd_f, "
-                         "train.global_adapt, train.adaclip)")
-    return rest ** -0.5
 
 
 @dataclass(frozen=True)

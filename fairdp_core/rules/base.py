@@ -40,11 +40,13 @@ from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple
 if TYPE_CHECKING:
     import torch
 
-    from ..engine.trainer import TrainSpec
     from .policy import ClipPolicy
 
+# The engine's TrainSpec (fairdp_core.engine.trainer), by name only: the rules sit below the engine and never import it.
+TrainSpec = Any
+
 __all__ = ["COMMON_ASSUMPTIONS", "RULE_FIELDS", "CountRule", "Rule", "RuleView", "Sigmas", "count_sigmas",
-           "default_sigma_b"]
+           "default_sigma_b", "split_sigma"]
 
 # The TrainSpec fields that belong to rules, each stored for those that declare it (``Rule.fields`` or, under another
 # name, ``Rule.stored_as``); the others (the model, the schedule, lr, C, ε and its accountant) are every rule's.
@@ -84,7 +86,7 @@ class Rule:
     stored_as: ClassVar[dict[str, str]] = {}  # noqa: RUF012 (a declaration, never mutated)
     make_private: ClassVar[str | None] = None
     # The version of the bits this rule's banks are trained to, where a change to the engine moved this rule's bits
-    # and no other's (fairdp_core.claims.numerics_of; the engine-wide version is claims.NUMERICS_VERSION).
+    # and no other's (fairdp_core.study.claims.numerics_of; the engine-wide version is claims.NUMERICS_VERSION).
     numerics: ClassVar[int] = 1
     # The same where the engine hands the rule the Gram matrix of its group sums instead (Backend.reads_gram: the
     # dense backend with more than two groups); None: as ``numerics``.
@@ -174,6 +176,18 @@ class RuleView:
         raise AttributeError("a rule's view of its spec is read-only")
 
 
+def split_sigma(sigma_eff: float, *sigma_stats: float) -> float:
+    """σ_g such that combine_sigmas(σ_g, *σ_stats) == σ_eff. Requires Σ_j σ_j⁻² < σ_eff⁻²."""
+    rest = sigma_eff ** -2 - sum(s ** -2 for s in sigma_stats)
+    if not sigma_stats or rest <= 0:
+        shown = ", ".join(f"{s:.4g}" for s in sigma_stats)
+        raise ValueError(f"the statistics' noise ({shown}) must leave budget for the gradient at the calibrated "
+                         f"σ_eff = {sigma_eff:.4g} (need Σ σ_j⁻² < σ_eff⁻²): raise train.dpsgd_s.sigma_b or "
+                         "train.dpsgd_s_paper.sigma_s / sigma_b (or the sigma_b of train.dpsgd_f, "
+                         "train.global_adapt, train.adaclip)")
+    return rest ** -0.5
+
+
 def default_sigma_b(spec: TrainSpec) -> float:
     """The count noise when the spec leaves it open: B/20 (Andrew et al. 2021's choice)."""
     return spec.sigma_b if spec.sigma_b is not None else spec.batch_size / 20.0
@@ -182,8 +196,6 @@ def default_sigma_b(spec: TrainSpec) -> float:
 def count_sigmas(sigma_eff: float, sigma_b: float, count_multiplier: float) -> Sigmas:
     """The split of a rule that releases noised counts beside the gradient: ``count_multiplier`` is the counts'
     noise multiplier (noise std / L2 sensitivity), which the gradient's σ_g pays for."""
-    from ..engine.accounting import split_sigma
-
     return Sigmas(split_sigma(sigma_eff, count_multiplier), sigma_b, None, sigma_eff)
 
 

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 import torch
 
 from ..schema import Fraction, Positive, Strict
-from .base import Rule, Sigmas, default_sigma_b
+from .base import Rule, Sigmas, default_sigma_b, split_sigma
 from .policy import ClipPolicy, quantile_update
 
 
@@ -54,8 +54,6 @@ class DPSGDS(Rule):
                 "count_floor": s.count_floor}
 
     def sigmas(self, spec, sigma_eff):
-        from ..engine.accounting import split_sigma
-
         sigma_b = default_sigma_b(spec)
         return Sigmas(split_sigma(sigma_eff, sigma_b), sigma_b, None, sigma_eff)
 

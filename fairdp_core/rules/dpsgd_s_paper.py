@@ -9,7 +9,7 @@ import math
 import torch
 
 from ..schema import Positive, Strict
-from .base import Rule, Sigmas, default_sigma_b
+from .base import Rule, Sigmas, default_sigma_b, split_sigma
 from .policy import ClipPolicy, group_means, noised_gram
 
 
@@ -43,8 +43,6 @@ class DPSGDSPaper(Rule):
                 "count_floor": pr.count_floor}
 
     def sigmas(self, spec, sigma_eff):
-        from ..engine.accounting import split_sigma
-
         sigma_b = default_sigma_b(spec)
         # None: √10·σ_eff, a public function of public quantities (the sums take a tenth of the σ⁻² budget)
         sigma_s = spec.sigma_s if spec.sigma_s is not None else math.sqrt(10.0) * sigma_eff

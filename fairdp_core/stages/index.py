@@ -3,9 +3,9 @@ reports/frontier_table.csv.
 
 The page opens with the paper's claims decided by the claims campaign (reports/paper/claims/,
 reports/paper/claims_mnist/ and reports/paper/claims_mnist_cnn/,
-rendered by :mod:`fairdp_core.claims_report`) and, beside them, each rule against DP-SGD's accuracy–Δ frontier
-(reports/paper/frontier/, :mod:`fairdp_core.frontier_report`), then this profile's own runs
-(:func:`fairdp_core.reporting.build_index`).
+rendered by :mod:`fairdp_core.reporting.claims`) and, beside them, each rule against DP-SGD's accuracy–Δ frontier
+(reports/paper/frontier/, :mod:`fairdp_core.reporting.frontier`), then this profile's own runs
+(:func:`fairdp_core.reporting.pages.build_index`).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ __all__ = ["main", "write_index"]
 
 def write_index(params):
     """Render the claims sections and build the index around them; returns the index's path."""
-    from ..claims_report import (
+    from ..reporting.claims import (
         CLAIMS_SOURCES,
         ROBUSTNESS,
         claims_figure,
@@ -28,7 +28,7 @@ def write_index(params):
         claims_section,
         write_claims_csv,
     )
-    from ..frontier_report import (
+    from ..reporting.frontier import (
         FRONTIER_CLAIMS,
         FRONTIER_SOURCES,
         cell_progress,
@@ -40,7 +40,7 @@ def write_index(params):
         frontier_section,
         write_frontier_csv,
     )
-    from ..reporting import build_index
+    from ..reporting.pages import build_index
 
     claims_dir = [params.resolve(d) for d, _ in CLAIMS_SOURCES]
     profile = [params.resolve(p) for _, p in CLAIMS_SOURCES]

@@ -15,7 +15,7 @@ __all__ = ["main"]
 
 
 def main(argv: list[str] | None = None) -> int:
-    from ..reporting import run_notebook
+    from ..reporting.pages import run_notebook
 
     ap = argparse.ArgumentParser(prog="fairdp report", description=__doc__)
     ap.add_argument("notebook", help="a report of notebooks/ (without .py)")

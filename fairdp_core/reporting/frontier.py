@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from .audit.frontier import (
+from ..audit.frontier import (
     ABLATION,
     FAMILY,
     OUTSIDE,
@@ -24,8 +24,8 @@ from .audit.frontier import (
     load_points,
     pareto_reading,
 )
-from .audit.verdicts import PAPER_QUOTED, RULE_ORDER
-from .claims_report import SHORT as _RULE_SHORT
+from ..audit.verdicts import PAPER_QUOTED, RULE_ORDER
+from .claims import SHORT as _RULE_SHORT
 from .results import DATASET_LABELS
 
 __all__ = ["FRONTIER_CLAIMS", "FRONTIER_DIR", "FRONTIER_MNIST_PROFILE", "FRONTIER_PROFILE", "FRONTIER_SOURCES",
@@ -148,8 +148,8 @@ def frontier_figure(points: pd.DataFrame, cells: list[tuple], figures_dir: Path,
     """The accuracy–Δ plane per cell (a panel per dataset and ε): DP-SGD's seed points light, its seed-mean frontier
     as a line, each rule's operating points (the claims point filled), the paper's quoted point where it gives one.
     Written to ``figures_dir``/frontier.png with its colour mapping; returns the HTML ("" with nothing run)."""
+    from ..atomic import atomic_path, write_text
     from . import plots
-    from .atomic import atomic_path, write_text
     from .results import ALGORITHM_LABELS
 
     if points.empty:
@@ -468,7 +468,7 @@ def frontier_section(points: pd.DataFrame, table: pd.DataFrame, cells: list[tupl
 
 
 def write_frontier_csv(table: pd.DataFrame, out: Path) -> Path:
-    from .atomic import write_text
+    from ..atomic import write_text
 
     write_text(out, table.to_csv(index=False, float_format="%.6g"))
     return out

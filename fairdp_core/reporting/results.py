@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .rules import LABELS
+from ..rules import LABELS
 
 __all__ = ["ALGORITHM_LABELS", "DATASET_LABELS", "MODEL_LABELS", "eps_label", "group_table", "load_summaries", "records",
            "run_label", "run_table", "setting_label"]
@@ -113,8 +113,8 @@ def alooa_contributions(train_dir: str | Path, name: str) -> tuple[np.ndarray, n
     ``train_dir``), for statistics over models and records across two banks (leveling)."""
     import json
 
-    from .audit.design import AuditDesign
-    from .audit.inference import cross_fit_contributions
+    from ..audit.design import AuditDesign
+    from ..audit.inference import cross_fit_contributions
 
     run_dir = Path(train_dir) / name
     design_key = json.loads((run_dir / "train.json").read_text())["plan"]["design"]

@@ -12,7 +12,7 @@ import pandas as pd
 import yaml
 from scipy import stats
 
-from .audit.verdicts import (
+from ..audit.verdicts import (
     LIKE_FOR_LIKE_PP,
     MIN_SEEDS,
     PAPER_QUOTED,
@@ -339,8 +339,8 @@ def claims_figure(frame: tuple, figures_dir: Path) -> str:
     ``figures_dir``/claims.png with its colour mapping beside it; the HTML that shows it ("" with no run stored)."""
     import json
 
+    from ..atomic import atomic_path, write_text
     from . import plots
-    from .atomic import atomic_path, write_text
 
     df, _ = frame
     if df.empty:
@@ -553,7 +553,7 @@ def _cost(summaries: list[dict]) -> str:
 
 
 def write_claims_csv(summaries_dir: Path, out: Path, profile: Path, frame: tuple | None = None) -> Path:
-    from .atomic import write_text
+    from ..atomic import write_text
 
     df, _ = frame or claims_frame(summaries_dir, profile)
     if not df.empty:

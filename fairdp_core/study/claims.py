@@ -28,10 +28,10 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from .atomic import jsonable, write_text
-from .audit.verdicts import seeds_needed
-from .config import ConfigError, Params
-from .versions import package_versions
+from ..atomic import jsonable, write_text
+from ..audit.verdicts import seeds_needed
+from ..config import ConfigError, Params
+from ..versions import package_versions
 
 __all__ = ["CLAIMS_ATTACKS", "NUMERICS_VERSION", "CampaignError", "CampaignPool", "numerics_of", "numerics_shift",
            "part_runs", "parts", "plan_hash", "run_part", "seeds_needed", "summary_numerics", "summary_path"]
@@ -78,7 +78,7 @@ def part_runs(params: Params, part: str) -> dict[int, list[str]]:
 
 def effective_plan(params: Params, name: str) -> dict:
     """What determines run ``name``'s summary: its train and attack plans and the attacks run."""
-    from .stages.plan import attack_plan, train_plan
+    from ..stages.plan import attack_plan, train_plan
 
     return {"train": train_plan(params, name), "attack": attack_plan(params, name), "attacks": list(CLAIMS_ATTACKS)}
 
@@ -116,7 +116,7 @@ def numerics_of(algorithm: str, model: str | None = None, n_groups: int | None =
     their one-pass group sums (the CNNs); on the dense backend (LR, MLP) a run with ``n_groups`` ≤ 2 keeps K passes
     and the engine's bits and version, and one with more groups reads the sums' Gram matrix (``Rule.numerics_gram``,
     version 3)."""
-    from .rules import get
+    from ..rules import get
 
     rule = get(algorithm)
     if model in DENSE_MODELS and n_groups is not None:
@@ -147,7 +147,7 @@ def _compact_attack(a: dict) -> dict:
 def _prepare(params: Params, dataset: str) -> None:
     prepared = params.resolve(params.data.prepared_dir) / dataset
     if not (prepared / "meta.json").is_file() and not any(prepared.glob("*")):
-        from .data.pipeline import prepare
+        from ..data.pipeline import prepare
 
         prepare(params, dataset)
 
@@ -156,9 +156,9 @@ def run_one(params: Params, name: str, part: str, summaries: Path | None, *, com
             progress: bool = True) -> dict:
     """Train and attack run ``name`` in this checkout's results/ and write its summary under ``summaries`` (None:
     only return it); returns the summary."""
-    from .stages.attack import run_attack
-    from .stages.design import write_design
-    from .stages.train import run_train
+    from ..stages.attack import run_attack
+    from ..stages.design import write_design
+    from ..stages.train import run_train
 
     t_all = time.perf_counter()
     plan = effective_plan(params, name)
@@ -346,7 +346,7 @@ class CampaignPool:
     def _ray(self, calls: list[tuple]) -> Iterator[tuple[str, dict]]:
         import ray
 
-        from .engine.shard import ray_connect
+        from ..engine.shard import ray_connect
 
         ray_connect(self.ray_address, num_cpus=self.workers)
         task = ray.remote(self.task).options(num_cpus=1, max_retries=0)
@@ -420,7 +420,7 @@ def numerics_shift(old: list[dict], new: list[dict], *, alpha: float = 0.05) -> 
     import numpy as np
     from scipy import stats
 
-    from .audit.verdicts import ESTIMATORS
+    from ..audit.verdicts import ESTIMATORS
 
     by_run = {s["run"]: s for s in old}
     quantities = {f"Δ {est.replace('_', '-')} (pp)": (lambda s, a=attack: s["attacks"][a]["delta_pp"])
@@ -453,7 +453,7 @@ def numerics_shift(old: list[dict], new: list[dict], *, alpha: float = 0.05) -> 
 def main(argv: list[str] | None = None) -> int:
     import argparse
 
-    from .config import load_params
+    from ..config import load_params
 
     ap = argparse.ArgumentParser(prog="fairdp claims", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)

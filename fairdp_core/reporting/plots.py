@@ -62,7 +62,7 @@ def _algorithm_colors() -> dict[str, str]:
     does not import it."""
     global _ALGORITHM_COLORS
     if _ALGORITHM_COLORS is None:
-        from .rules import COLORS as RULE_COLORS
+        from ..rules import COLORS as RULE_COLORS
 
         _ALGORITHM_COLORS = {**RULE_COLORS, **_SYNTH_COLORS}
     return _ALGORITHM_COLORS

@@ -32,8 +32,8 @@ def _tracked(root: Path) -> list[str]:
 def prepare_profile_dir(root: str | os.PathLike, name: str, dest: str | os.PathLike | None = None) -> Path:
     """Create or refresh the profile's directory (default ``<root>/profile-runs/<name>``) and make its params.yaml
     the profile; returns the directory."""
-    from .cli import profile_names, use_profile
-    from .config import ConfigError
+    from ..cli import profile_names, use_profile
+    from ..config import ConfigError
 
     root = Path(root).resolve()
     if not (root / "profiles" / f"{name}.yaml").is_file():
@@ -61,12 +61,12 @@ def prepare_profile_dir(root: str | os.PathLike, name: str, dest: str | os.PathL
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m fairdp_core.profile_dir", description=__doc__,
+    ap = argparse.ArgumentParser(prog="python -m fairdp_core.study.profile_dir", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("name", help="a profile of profiles/ other than default")
     ap.add_argument("--root", default=".", help="the checkout (default: the current directory)")
     args = ap.parse_args(argv)
-    from .config import ConfigError
+    from ..config import ConfigError
 
     if args.name == "default":
         print("the default profile is the committed study: it runs in the checkout itself", file=sys.stderr)

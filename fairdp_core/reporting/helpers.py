@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from .atomic import write_text
+from ..atomic import write_text
 
 __all__ = ["COLUMN_LABELS", "eps_panels", "fill_parameters", "findings", "flat_scalars", "frames", "left_out", "shower",
            "tabler", "write_metrics"]
@@ -24,8 +24,8 @@ _TABLE_IDS = itertools.count()
 
 def fill_parameters(name: str, params_file: str | os.PathLike, given: Mapping[str, object]) -> dict[str, object]:
     """The notebook's parameters with every ``None`` replaced by what the pipeline would pass for ``params_file``."""
-    from .config import load_params
-    from .reporting import notebook_parameters
+    from ..config import load_params
+    from .pages import notebook_parameters
 
     missing = [k for k, v in given.items() if v is None]
     if not missing:
@@ -35,7 +35,7 @@ def fill_parameters(name: str, params_file: str | os.PathLike, given: Mapping[st
 
 
 def frames(results_dir: str | os.PathLike, runs: dict[str, dict]):
-    """(summaries, runs_df, groups_df) of the runs' attack outputs (see :mod:`fairdp_core.results`)."""
+    """(summaries, runs_df, groups_df) of the runs' attack outputs (see :mod:`fairdp_core.reporting.results`)."""
     from . import results
 
     summaries = results.load_summaries(results_dir, runs)
@@ -61,7 +61,7 @@ def eps_panels(df: pd.DataFrame, *, min_dp: int = 2) -> pd.DataFrame:
 def shower(figures_dir: str | os.PathLike):
     """A ``show(fig, name, caption)`` that saves the figure beside the report (150 dpi PNG), writes the algorithm →
     colour mapping it used beside it (``<name>.colors.json``, checked across figures by
-    :mod:`fairdp_core.report_checks`), and shows it by reference with its caption."""
+    :mod:`fairdp_core.reporting.checks`), and shows it by reference with its caption."""
     from IPython.display import Markdown, display
 
     from . import plots
@@ -183,11 +183,11 @@ FINDINGS_STYLE = ("background:#f5f8fc;border:1px solid #c9d8ea;border-radius:6px
 
 def left_out(params_file: str | os.PathLike) -> None:
     """Say, in one line, which runs of the profile this page leaves out and why
-    (:func:`fairdp_core.reporting.left_out_sentence`); nothing when none is."""
+    (:func:`fairdp_core.reporting.pages.left_out_sentence`); nothing when none is."""
     from IPython.display import Markdown, display
 
-    from .config import load_params
-    from .reporting import left_out_sentence
+    from ..config import load_params
+    from .pages import left_out_sentence
 
     sentence = left_out_sentence(load_params(params_file))
     if sentence:

@@ -5,7 +5,7 @@ design, initialisations and Poisson batches (paired; only their noise streams di
 
 - arm A: DP-SGD at the profile's C (``train.clip``, or its override), σ calibrated by the engine to the target ε;
 - arm B: DP-SGD at C = the ε_q-DP median of the initial model's per-sample gradient norms
-  (:func:`fairdp_core.clip_tuning.tune_clip`), with training's own budget reduced so that the quantile release and
+  (:func:`fairdp_core.study.clip_tuning.tune_clip`), with training's own budget reduced so that the quantile release and
   training compose (RDP, order by order) to the same target ε: the bank is trained with ``target_epsilon`` =
   ``tune_clip``'s ``epsilon_training_alone`` and the engine's σ is checked against ``tune_clip``'s.
 
@@ -35,7 +35,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .config import Params, RunSpec, design_key
+from ..config import Params, RunSpec, design_key
 
 __all__ = ["CONFIG_COLUMNS", "DATASETS", "EPSILON_Q", "SIGMA_RTOL", "SUMMARY_COLUMNS", "arm_specs", "clip_study",
            "markdown", "study_params", "write_clip_study"]
@@ -93,7 +93,7 @@ def study_params(params: Params, datasets: list[str] | tuple[str, ...], *, seeds
 def arm_specs(spec: dict, *, clip_b: float, epsilon_training: float):
     """(arm A, arm B) TrainSpecs: A is the plan's DP-SGD spec (the profile's C, the full target ε); B the same at
     C = ``clip_b`` with training's own budget ``epsilon_training`` (the target less the quantile release)."""
-    from .engine import TrainSpec
+    from ..engine import TrainSpec
 
     a = TrainSpec(**spec)
     return a, replace(a, clip=float(clip_b), target_epsilon=float(epsilon_training))
@@ -108,9 +108,9 @@ def _design_digest(design) -> str:
 
 def _audit(bank, data, design, plan: dict, *, eval_batch: int) -> dict:
     """Test accuracy and the study's attacks on one bank (signals as the train stage computes them)."""
-    from .audit.run import audit
-    from .audit.signals import logit_confidence
-    from .engine import bank_accounting
+    from ..audit.run import audit
+    from ..audit.signals import logit_confidence
+    from ..engine import bank_accounting
 
     idx = design.audit_idx
     loss, logits = bank.evaluate(data.train.X[idx], data.train.y[idx], batch_size=eval_batch)
@@ -155,12 +155,12 @@ def _guard_budget(name: str, acc_a: dict, acc_b: dict, tune: dict, *, epsilon: f
 def _config(params: Params, dataset: str, seed: int, data, *, model: str, epsilon: float, epsilon_q: float,
             quantile: float) -> dict:
     """Both arms of one (dataset, seed): tune C, train, audit."""
+    from ..engine import train_bank
+    from ..engine.trainer import spec_fields
+    from ..seeding import derive_seed
+    from ..stages.design import write_design
+    from ..stages.plan import attack_plan, train_plan
     from .clip_tuning import composed_epsilon, tune_clip
-    from .engine import train_bank
-    from .engine.trainer import spec_fields
-    from .seeding import derive_seed
-    from .stages.design import write_design
-    from .stages.plan import attack_plan, train_plan
 
     t0 = time.perf_counter()
     name = _run_name(dataset, model, seed)
@@ -216,8 +216,8 @@ def _config(params: Params, dataset: str, seed: int, data, *, model: str, epsilo
 
 
 def _summary(dataset: str, rows: list[dict], alpha: float) -> dict:
-    from .audit.pooling import minimal_detectable_effect
-    from .audit.stats import paired_seed_comparison
+    from ..audit.pooling import minimal_detectable_effect
+    from ..audit.stats import paired_seed_comparison
 
     def col(k):
         return np.array([r[k] for r in rows], float)
@@ -268,7 +268,7 @@ def clip_study(params: Params, datasets: list[str] | tuple[str, ...] = DATASETS,
     dataset, :data:`SUMMARY_COLUMNS` and more)."""
     from tqdm.auto import tqdm
 
-    from .data.base import load
+    from ..data.base import load
 
     datasets = list(datasets)
     if not datasets:
@@ -299,7 +299,7 @@ def clip_study(params: Params, datasets: list[str] | tuple[str, ...] = DATASETS,
         "quantile_release": {
             "mechanism": "exponential mechanism over 241 log-spaced public candidates in [1e-3, 1e3], u = −|#{‖g‖ ≤ c}"
                          " − p·n| (sensitivity 1), on the initial model's per-sample gradient norms "
-                         "(fairdp_core.clip_tuning.tune_clip)",
+                         "(fairdp_core.study.clip_tuning.tune_clip)",
             "data": "the records every model of the bank trains on (the training pool less the audited records); "
                     "one release per dataset and seed, shared by the bank's 2R models",
             "charged": f"ε_q = {epsilon_q:g} pure DP, i.e. (α, min(ε_q, α ε_q²/2))-RDP, added to DP-SGD's RDP at every "
@@ -326,7 +326,7 @@ def markdown(res: dict) -> str:
     level = f"{100 * (1 - res['alpha']):g}%"
     lines = [
         "# Clip study: does a per-dataset clipping bound C change Δ?", "",
-        f"`fairdp clip-study` (fairdp_core/clip_study.py), profile {res['profile']}, "
+        f"`fairdp clip-study` (fairdp_core/study/clip_study.py), profile {res['profile']}, "
         f"{res['model'].upper()} on {', '.join(res['datasets_run'])}, ε = {eps:g} in total, δ = {res['delta']:g}, "
         f"{res['accountant'].upper()} accountant, Poisson sampling. Seeds {', '.join(map(str, res['seeds']))}; "
         f"per dataset and seed, both arms share the audit design (m = {d['m']} audited records, 2R = {d['n_models']} "
@@ -384,7 +384,7 @@ def markdown(res: dict) -> str:
 
 def write_clip_study(res: dict, out: str | os.PathLike = "reports/tuning") -> tuple[Path, Path]:
     """``clip_study.json`` and ``clip_study.md`` in ``out``, each written atomically."""
-    from .atomic import jsonable, write_text
+    from ..atomic import jsonable, write_text
 
     out = Path(out)
     js, md = out / "clip_study.json", out / "clip_study.md"

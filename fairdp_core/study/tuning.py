@@ -26,7 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .atomic import atomic_path
+from ..atomic import atomic_path
 
 __all__ = ["main", "validation_sweep"]
 
@@ -49,8 +49,8 @@ def validation_sweep(data, model: str, *, grid: dict[str, list], algorithms: lis
     never looked at."""
     from tqdm.auto import tqdm
 
-    from .audit.verdicts import is_degenerate
-    from .engine import TrainSpec, train_bank
+    from ..audit.verdicts import is_degenerate
+    from ..engine import TrainSpec, train_bank
 
     if validation not in ("train", "test"):
         raise ValueError(f"validation must be 'train' or 'test', not {validation!r}")
@@ -68,7 +68,7 @@ def validation_sweep(data, model: str, *, grid: dict[str, list], algorithms: lis
         Xv, yv = tr.X[val], tr.y[val]
         membership = np.ones((M, len(y)), bool)
     else:
-        from .audit.design import audit_design
+        from ..audit.design import audit_design
 
         te = data.test
         val = np.zeros(len(te.y), bool)
@@ -134,8 +134,8 @@ def main(argv: list[str] | None = None) -> int:
 
     import torch
 
-    from .config import ConfigError, load_params
-    from .data import load
+    from ..config import ConfigError, load_params
+    from ..data import load
 
     params = load_params(args.params)
     t = params.train
@@ -143,7 +143,7 @@ def main(argv: list[str] | None = None) -> int:
     grid = {k: [_num(v) for v in getattr(args, k)] for k in ("lr", "epochs", "clip", "gamma")
             if getattr(args, k) is not None}
     if args.run is not None:
-        from .stages.plan import train_plan
+        from ..stages.plan import train_plan
 
         if args.run not in params.runs:
             raise ConfigError(f"--run: no run {args.run!r} in {args.params} (profile {params.profile!r})")
@@ -163,7 +163,7 @@ def main(argv: list[str] | None = None) -> int:
     # constants under the same field names; with --run the run's plan already holds them
     from types import SimpleNamespace
 
-    from .rules import get as get_rule
+    from ..rules import get as get_rule
 
     rule_fields = None if args.run is not None else {
         a: get_rule(a).plan_fields(t, SimpleNamespace(gamma=None, tau=None), lambda key, default: default)

@@ -15,7 +15,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from .atomic import atomic_path
+from ..atomic import atomic_path
 
 __all__ = ["prune_lock", "prune_lock_text", "stage_names"]
 

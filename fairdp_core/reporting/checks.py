@@ -8,7 +8,8 @@
 - a table without a caption;
 - a figure file (or CSV) under ``figures/`` that no page references, or a page reference to a missing file;
 - an algorithm drawn in different colours by two figures (``<figure>.colors.json``, written beside each PNG by
-  :func:`fairdp_core.report_helpers.shower`), or in a colour other than :data:`fairdp_core.plots.ALGORITHM_COLORS`.
+  :func:`fairdp_core.reporting.helpers.shower`), or in a colour other than
+  :data:`fairdp_core.reporting.plots.ALGORITHM_COLORS`.
 
 :func:`page_heights` measures each page's rendered height at a given width with headless Chromium (when it is
 installed): `fairdp check-reports --heights` fails a page taller than the limit (6,000 px at 1,400 px wide).

@@ -14,10 +14,11 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .atomic import write_text as _atomic_write
-from .audit.pooling import correlation_interval, mean_clipped, minimal_detectable_effect, seed_stats
-from .audit.stats import paired_seed_comparison, seed_mean_interval, seeds_for_power
-from .config import ConfigError, Params
+from ..atomic import write_text as _atomic_write
+from ..audit.pooling import correlation_interval, mean_clipped, minimal_detectable_effect, seed_stats
+from ..audit.stats import paired_seed_comparison, seed_mean_interval, seeds_for_power
+from ..config import ConfigError, Params
+from ..versions import package_versions
 from .results import (
     ALGORITHM_LABELS,
     DATASET_LABELS,
@@ -28,7 +29,6 @@ from .results import (
     run_table,
     setting_label,
 )
-from .versions import package_versions
 
 __all__ = [
     "NOTEBOOKS",
@@ -334,7 +334,7 @@ def left_out_sentence(params: Params) -> str:
 
 def n_classes_of(params: Params, dataset: str) -> int:
     """The number of label classes of ``dataset`` (a study dataset, or a variant naming one with ``source``)."""
-    from .data.names import DATASET_CLASSES
+    from ..data.names import DATASET_CLASSES
 
     opts = params.data.datasets.get(dataset)
     return DATASET_CLASSES[(opts.source if opts is not None else None) or dataset]
@@ -560,7 +560,7 @@ def this_run_detections(dp: pd.DataFrame, alpha: float = 0.05) -> tuple[int, int
     """(configurations whose Δ > 0 survives Holm's correction over every configuration with a p-value, how many had
     one): each configuration's ``p_delta`` (already Holm-adjusted over its group pairs) adjusted again over the
     configurations, so that 1 of 32 unadjusted exclusions, the chance rate, is not read as a detection."""
-    from .audit.inference import holm
+    from ..audit.inference import holm
 
     p = dp["p_delta"].to_numpy(float) if len(dp) and "p_delta" in dp else np.array([])
     p = p[np.isfinite(p)]

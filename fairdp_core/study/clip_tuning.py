@@ -94,9 +94,9 @@ def calibrate_sigma_with_quantile(target_epsilon: float, *, sample_rate: float, 
 def gradient_norms(X: np.ndarray, y: np.ndarray, *, model: str = "lr", n_classes: int, seed: int = 0,
                    hidden: int = 256, batch: int = 4096) -> np.ndarray:
     """Per-sample gradient norms [n] of the initial model (the engine's init from ``seed``) on (X, y)."""
-    from .engine.backends import make_backend, stack_params
-    from .engine.trainer import _init_module
-    from .models import build_model
+    from ..engine.backends import make_backend, stack_params
+    from ..engine.trainer import _init_module
+    from ..models import build_model
 
     module = _init_module(build_model(model, tuple(X.shape[1:]), n_classes, hidden=hidden),
                           torch.Generator().manual_seed(seed))
