@@ -25,7 +25,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from fairdp_core.audit import attacks  # noqa: E402
+from fairdp_core.audit import attacks, rmia  # noqa: E402
 from fairdp_core.audit.run import audit  # noqa: E402
 from fairdp_core.audit.stats import delta_pp, gpr  # noqa: E402
 from tests import attack_references as ref  # noqa: E402
@@ -69,7 +69,7 @@ def main(argv=None) -> int:
     fold = attacks.pair_folds(args.M) == 1
     p_ref = 1 / (1 + np.exp(loss[fold]))  # the probabilities rmia_scores derives from φ = −loss
     ra = {"reference": lambda: ref.choose_offline_a(p_ref, mem[fold]),
-          "shared sort": lambda: attacks.choose_offline_a(p_ref, mem[fold])}
+          "shared sort": lambda: rmia.choose_offline_a(p_ref, mem[fold])}
     assert np.array_equal(nc["reference"](), nc["shared sort"]()) and gb["reference"]() == gb["shared sort"]()
     assert ra["reference"]() == ra["shared sort"]()
     times: dict[str, list[float]] = {}

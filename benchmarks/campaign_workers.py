@@ -58,7 +58,7 @@ def main() -> None:
             for how in (("sequential", "pool") if r % 2 == 0 else ("pool", "sequential")):
                 out = work / f"summaries-{how}-{r}"
                 t0 = time.perf_counter()
-                got[how] = claims._run_wave(params, args.part, names, out, commit="bench", progress=False,
+                got[how] = claims.run_wave(params, args.part, names, out, commit="bench", progress=False,
                                             log=lambda m: None, pool=pool if how == "pool" else None)
                 times[how].append(time.perf_counter() - t0)
                 print(f"round {r + 1}, {how}: {times[how][-1]:.1f} s", flush=True)

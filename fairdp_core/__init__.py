@@ -1,6 +1,6 @@
 """fairdp_core: measuring and mitigating the disparity of group privacy risks in DP machine learning.
 
-Every submodule (``fairdp_core.custom``, ``fairdp_core.synth``, ...) and the names below load on first use (PEP 562),
+Every submodule (``fairdp_core.audit.custom``, ``fairdp_core.synth``, ...) and the names below load on first use (PEP 562),
 so that each pipeline stage imports only the code it needs and dvc.yaml can declare exactly that code as the stage's
 dependencies.
 """
@@ -13,10 +13,24 @@ import sys
 
 __version__ = "0.1.0"
 
-_FROM = {"config": ("ConfigError", "Params", "load_params"), "engine": ("TrainSpec", "TrainedBank", "train_bank")}
+# The front door: what a user calls. Audit a bank of per-record losses you already have (audit_bank), a model
+# trained here by a recipe (audit_model, audit_csv), or one released model against its population (audit_one);
+# train a bank with any registered rule (train_bank, TrainSpec; the registry is RULES); or train DP-SGD-S inside
+# your own Opacus loop (make_private_dpsgd_s).
+_FROM = {
+    "audit.custom": ("audit_bank", "audit_model"),
+    "audit.custom_csv": ("audit_csv",),
+    "audit.custom_result": ("CustomAudit",),
+    "audit.one": ("OneModelAudit", "audit_one"),
+    "config": ("ConfigError", "Params", "load_params"),
+    "engine": ("TrainSpec", "TrainedBank", "train_bank"),
+    "opacus_compat": ("make_private_dpsgd_s",),
+    "rules": ("RULES",),
+}
 
-__all__ = ["ConfigError", "Params", "TrainSpec", "TrainedBank", "__version__", "config", "data", "engine",
-           "load_params", "models", "train_bank"]
+__all__ = ["RULES", "ConfigError", "CustomAudit", "OneModelAudit", "Params", "TrainSpec", "TrainedBank", "__version__",
+           "audit_bank", "audit_csv", "audit_model", "audit_one", "config", "data", "engine", "load_params",
+           "make_private_dpsgd_s", "models", "rules", "train_bank"]
 
 
 def _lazy_exports(package: str, path: list[str], names_from: dict[str, tuple[str, ...]]):

@@ -75,7 +75,7 @@ from IPython.display import Markdown, display
 from fairdp_core.audit.stats import holm
 from fairdp_core.beyond import tables
 from fairdp_core.reporting import helpers as rh
-from fairdp_core.reporting import plots, results
+from fairdp_core.reporting import plots_beyond, results
 
 PARAMETERS = ("train_dir", "results_dir", "prepared_dir", "figures_dir", "metrics_path", "runs", "profile", "alpha",
               "beyond_dir", "seed", "beyond", "stored_utility")
@@ -176,7 +176,7 @@ for rk, g in seed0.groupby("risk", sort=False):
 table(pd.DataFrame(summary), "Attack success (%), the range over this page's settings (seed 0), without DP (SGD) and "
       "with DP-SGD at each ε, beside the source's (image models); every setting with its interval and advantage is "
       "in the CSV above and the figure below")
-show(plots.risk_vs_epsilon(seed0, source={"membership": tables.SOURCE_CLAIMS["membership"],
+show(plots_beyond.risk_vs_epsilon(seed0, source={"membership": tables.SOURCE_CLAIMS["membership"],
                                           "attribute inference": tables.SOURCE_CLAIMS["attribute"],
                                           "model inversion": tables.SOURCE_CLAIMS["inversion"]}),
      "risks", "attack success (%) without DP and at each ε, one line per setting, 95% intervals (seed 0); dotted "
@@ -211,7 +211,7 @@ gap_df = show_ag.assign(gap_pp=100 * show_ag["gap"], lo_pp=100 * show_ag["gap_lo
                         x=[x_label(a, e) for a, e in zip(show_ag["algorithm"], show_ag["epsilon"])])
 gap_df = gap_df.assign(x=pd.Categorical(gap_df["x"], [x for x in X_ORDER if x in set(gap_df["x"])], ordered=True))
 if len(gap_df):
-    show(plots.attribute_gap_grid(gap_df.sort_values(["setting", "x"])), "attribute_gap",
+    show(plots_beyond.attribute_gap_grid(gap_df.sort_values(["setting", "x"])), "attribute_gap",
          "attribute inference: success on members − non-members per group (pp, 95% interval), without DP and at "
          "each ε, one panel per setting (seed 0)")
 ao = attr_overall.assign(setting=setting(attr_overall), x=[x_label(a, e) for a, e in
@@ -241,7 +241,7 @@ for (ds, mo), grp in recon.groupby(["dataset", "model"], sort=False):
     imgs = {x_label(meta.loc[n, "algorithm"], meta.loc[n, "epsilon"]).replace("SGD", "SGD (no DP)"): ex[n]
             for n in sub}
     label = results.setting_label(ds, mo)
-    show(plots.reconstruction_grid(imgs, classes, title=label), f"reconstructions_{ds}_{mo}",
+    show(plots_beyond.reconstruction_grid(imgs, classes, title=label), f"reconstructions_{ds}_{mo}",
          f"{label}: model 0's reconstruction of each class (rows: training; the last, untrained models, is the "
          "negative control)")
 acc_of = {n: s_["accuracy"]["mean"] for n, s_ in results.load_summaries(results_dir, {n: runs[n] for n in names
@@ -275,7 +275,7 @@ ic = ic.assign(x=pd.Categorical([x_label(a, e) for a, e in zip(ic["algorithm"], 
                                                                                             ic["epsilon"])}],
                                  ordered=True))
 if len(ic):
-    show(plots.inversion_class_grid(ic.sort_values(["setting", "x", "class_index"])), "inversion_classes",
+    show(plots_beyond.inversion_class_grid(ic.sort_values(["setting", "x", "class_index"])), "inversion_classes",
          "model inversion: the evaluator's accuracy on each class's reconstructions (%, 95% interval over models), "
          "without DP and at each ε, one panel per setting (seed 0)")
 link(ic[["setting", "eps_label", "label", "class", "success", "success_lo", "success_hi", "dist_own_mean",

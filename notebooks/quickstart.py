@@ -21,7 +21,7 @@
 # training, `fairdp_core.study.clip_tuning`), beside the usual non-private percentile (tuning outside ε); (4) switching
 # to DP-SGD-S (per-group adaptive clipping) with `fairdp_core.opacus_compat.make_private_dpsgd_s`; (5) then to each
 # rival: DPSGD-F, DPSGD-Global-Adapt and AdaClip (`make_private_dpsgd_f`, `make_private_global_adapt`,
-# `make_private_adaclip`); (6) auditing what you trained, per group, with `fairdp_core.custom.audit_model`. The groups
+# `make_private_adaclip`); (6) auditing what you trained, per group, with `fairdp_core.audit.custom.audit_model`. The groups
 # here are the digits. The code below is the whole example: copy it into your own notebook.
 
 # %% tags=["parameters"]
@@ -51,8 +51,8 @@ from opacus import PrivacyEngine
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
+from fairdp_core.audit.custom import audit_model
 from fairdp_core.audit.one import audit_one, loss_scores
-from fairdp_core.custom import audit_model
 from fairdp_core.data.base import load
 from fairdp_core.opacus_compat import (
     make_private_adaclip,

@@ -55,7 +55,7 @@ import pandas as pd
 from IPython.display import Markdown, display
 
 from fairdp_core.reporting import helpers as rh
-from fairdp_core.reporting import plots
+from fairdp_core.reporting import plots_beyond
 from fairdp_core.synth.report import METHOD_LABELS, audit_tables, claim_verdicts, utility_summary, verdict_counts
 
 PARAMETERS = ("train_dir", "results_dir", "prepared_dir", "figures_dir", "metrics_path", "runs", "profile", "alpha",
@@ -121,7 +121,7 @@ dp = overall[overall.epsilon.notna()]
 refs = overall[overall.epsilon.isna()][["dataset", "label", "accuracy_pct"]]
 refs = pd.concat([refs, pd.DataFrame([{"dataset": d, "label": "majority class", "accuracy_pct": 100 * s["majority_rate"]}
                                       for d, s in summ.items()])], ignore_index=True)
-show(plots.synth_accuracy(dp, refs=refs), "accuracy_vs_epsilon",
+show(plots_beyond.synth_accuracy(dp, refs=refs), "accuracy_vs_epsilon",
      "Test accuracy (%) of the classifier trained on each method's output (DP-SGD: the DP model itself) against ε, "
      "95% t interval over seeds; dashed: non-private references; dotted: majority-class rate.")
 wide_o = []
@@ -283,7 +283,7 @@ if profile != "paper" and stored is not None and (stored / "synth").is_dir():
     p_refs = pd.concat([p_over[p_over.epsilon.isna()][["dataset", "label", "accuracy_pct"]],
                         pd.DataFrame([{"dataset": d, "label": "majority class", "accuracy_pct": 100 * v["majority_rate"]}
                                       for d, v in p_summ.items()])], ignore_index=True)
-    show(plots.synth_accuracy(p_over[p_over.epsilon.notna()], refs=p_refs), "paper_accuracy_vs_epsilon",
+    show(plots_beyond.synth_accuracy(p_over[p_over.epsilon.notna()], refs=p_refs), "paper_accuracy_vs_epsilon",
          "Paper profile (stored): test accuracy (%) against ε, 95% t interval over 3 seeds; dashed: non-private "
          "references; dotted: majority-class rate.")
     sig = p_acc[p_acc.method != "mst"].groupby(["dataset", "method", "epsilon_target"], sort=False).agg(

@@ -67,7 +67,7 @@ def choose_offline_a(p_ref, lab_ref, *, gamma=1.0, n_ref=None, trim=0.0, grid=No
     its population shares and ranked by scipy's rankdata."""
     from scipy.stats import rankdata
 
-    from fairdp_core.audit.attacks import A_GRID, RMIA_DEFAULT_A, _offline_pr, _pr_out, _same_fold_refs
+    from fairdp_core.audit.rmia import A_GRID, RMIA_DEFAULT_A, _offline_pr, _pr_out, _same_fold_refs
 
     grid = A_GRID if grid is None else grid
     K, m = p_ref.shape
@@ -101,7 +101,7 @@ def population_share(lr, lab, gamma, halves):
 def offline_pr_out_rows(p, lab, rows, n_ref=None, trim=0.0):
     """Pr_OUT of each model of one fold (``rows``, pairs consecutive) from the other pairs of the fold, averaged
     afresh for every model."""
-    from fairdp_core.audit.attacks import _pr_out, _same_fold_refs
+    from fairdp_core.audit.rmia import _pr_out, _same_fold_refs
 
     return np.stack([_pr_out(p[rows[_same_fold_refs(len(rows), t)]], lab[rows[_same_fold_refs(len(rows), t)]],
                              n_ref, trim) for t in range(len(rows))])

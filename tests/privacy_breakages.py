@@ -260,12 +260,12 @@ BREAKAGES = (
              '"epsilon": eps,', '"epsilon": spec.target_epsilon or eps,'),
     Breakage("DPDSyn: reported ε is the target, not the accountant's", "fairdp_core/synth/dpdsyn.py",
              '"epsilon": eps,', '"epsilon": spec.target_epsilon or eps,'),
-    Breakage("custom audit: the Opacus fallback trains without noise", "fairdp_core/custom.py",
+    Breakage("custom audit: the Opacus fallback trains without noise", "fairdp_core/audit/custom.py",
              "noise_multiplier=sigma, max_grad_norm=spec.clip", "noise_multiplier=0.0, max_grad_norm=spec.clip"),
-    Breakage("custom audit: the Opacus fallback clips at half the bound it accounts for", "fairdp_core/custom.py",
+    Breakage("custom audit: the Opacus fallback clips at half the bound it accounts for", "fairdp_core/audit/custom.py",
              "noise_multiplier=sigma, max_grad_norm=spec.clip,", "noise_multiplier=sigma, max_grad_norm=spec.clip / 2,"),
     Breakage("custom audit: the Opacus fallback accounts at q = B/n, not the 1/⌈n/B⌉ its sampler uses",
-             "fairdp_core/custom.py", "q = 1.0 / len(loader)", "q = spec.batch_size / len(idx)"),
+             "fairdp_core/audit/custom.py", "q = 1.0 / len(loader)", "q = spec.batch_size / len(idx)"),
     Breakage("engine: each pre-drawn noise step used twice within a block (small models)",
              "fairdp_core/engine/trainer.py", "out = self._buf[self._t]", "out = self._buf[self._t // 2]"),
     Breakage("DP-SGD-S Opacus optimizer: gradient noise at σ_eff (the counts' share not paid)",
@@ -297,7 +297,7 @@ _SUITE = list(SUITE)  # --suite narrows it (a quick check of one family's breaka
 # caught breakage costs the time to its catching test, not the whole suite's. The verdict is unchanged: a breakage
 # survives only if every file of the suite passes.
 FIRST = {"fairdp_core/synth/": ["tests/test_synth.py"], "fairdp_core/opacus_compat.py": ["tests/test_opacus_compat.py"],
-         "fairdp_core/study/clip_tuning.py": ["tests/test_clip_tuning.py"], "fairdp_core/custom.py": ["tests/test_custom.py"]}
+         "fairdp_core/study/clip_tuning.py": ["tests/test_clip_tuning.py"], "fairdp_core/audit/custom.py": ["tests/test_custom.py"]}
 
 
 def _order(path: str) -> list[str]:

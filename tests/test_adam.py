@@ -10,7 +10,8 @@ import pytest
 import torch
 
 from fairdp_core.engine import TrainSpec, train_bank
-from fairdp_core.engine.trainer import _Adam, release_key
+from fairdp_core.engine.spec import release_key
+from fairdp_core.engine.trainer import _Adam
 
 
 def test_adam_matches_torch_optim_adam_per_model():

@@ -22,9 +22,10 @@ import numpy as np
 import pytest
 from scipy.stats import norm, rankdata, spearmanr
 
-from fairdp_core.audit.attacks import choose_offline_a, lira_scores, pair_folds, rmia_scores
+from fairdp_core.audit.attacks import lira_scores, pair_folds
 from fairdp_core.audit.inference import cross_fit_contributions, group_inference
 from fairdp_core.audit.reference import lira_reference, parity_table, rmia_reference
+from fairdp_core.audit.rmia import choose_offline_a, rmia_scores
 from fairdp_core.audit.run import ATTACKS, INTERVALS, audit
 
 

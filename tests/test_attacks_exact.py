@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from fairdp_core.audit import attacks
+from fairdp_core.audit import attacks, rmia, threads
 
 from . import attack_references as ref
 
@@ -55,9 +55,9 @@ def test_offline_rmia_equals_its_reference_bit_for_bit(K, m, gamma, n_ref, trim)
     mem, p = mem[:K], 1 / (1 + np.exp(-s[:K]))
     if K % 2:
         mem[-1] = np.random.default_rng(K).random(m) < 0.5
-    assert np.array_equal(attacks._pr_out_by_pair(p, mem, n_ref, trim),
+    assert np.array_equal(rmia._pr_out_by_pair(p, mem, n_ref, trim),
                           ref.offline_pr_out_rows(p, mem, np.arange(K), n_ref, trim))
-    assert attacks.choose_offline_a(p, mem, gamma=gamma, n_ref=n_ref, trim=trim) == \
+    assert rmia.choose_offline_a(p, mem, gamma=gamma, n_ref=n_ref, trim=trim) == \
         ref.choose_offline_a(p, mem, gamma=gamma, n_ref=n_ref, trim=trim)
 
 
@@ -74,8 +74,8 @@ def test_share_auc_is_rankdatas_auc_bit_for_bit():
         lr = np.round(rng.lognormal(size=m), int(rng.integers(0, 3)))
         if lab.all() or not lab.any() or min(((~lab) & (halves == h)).sum() for h in (0, 1)) < 2:
             continue
-        shares = attacks._population_share(lr[None], lab[None], gamma, halves)[0]
-        assert attacks._share_auc(lr, lab, gamma, halves) == attacks._auc(shares[lab], shares[~lab])
+        shares = rmia._population_share(lr[None], lab[None], gamma, halves)[0]
+        assert rmia._share_auc(lr, lab, gamma, halves) == rmia._auc(shares[lab], shares[~lab])
         checked += 1
     assert checked > 300
 
@@ -94,12 +94,12 @@ def test_share_auc_grid_is_share_auc_row_by_row_bit_for_bit():
         lr = np.round(rng.lognormal(size=(7, m)), int(rng.integers(0, 3)))
         if trial % 5 == 0:
             lr[2, 0] = np.nan
-        got = attacks._share_auc_grid(lr, lab, gamma, halves)
-        want = np.array([attacks._share_auc(row, lab, gamma, halves) for row in lr])
+        got = rmia._share_auc_grid(lr, lab, gamma, halves)
+        want = np.array([rmia._share_auc(row, lab, gamma, halves) for row in lr])
         assert np.array_equal(got, want, equal_nan=True)
-        assert not np.array_equal(attacks._share_auc_grid(lr[::-1], lab, gamma, halves), want) or \
+        assert not np.array_equal(rmia._share_auc_grid(lr[::-1], lab, gamma, halves), want) or \
             np.array_equal(want, want[::-1])
-    assert np.isnan(attacks._share_auc_grid(np.ones((3, 8)), np.zeros(8, bool), 1.0, np.arange(8) % 2)).all()
+    assert np.isnan(rmia._share_auc_grid(np.ones((3, 8)), np.zeros(8, bool), 1.0, np.arange(8) % 2)).all()
 
 
 def test_share_auc_by_hand():
@@ -108,7 +108,7 @@ def test_share_auc_by_hand():
     non-members 0, 1, 0, 1, 1. Member 0 ties two non-members (½ each): 1; each 2/3 beats two: 4. AUC = 5/15."""
     lr = np.array([1.0, 2.0, 2.0, 3.0, 1.0, 2.0, 3.0, 3.0])
     lab = np.array([True, True, False, False, False, True, False, False])
-    assert attacks._share_auc(lr, lab, 1.0, np.arange(8) % 2) == 5 / 15
+    assert rmia._share_auc(lr, lab, 1.0, np.arange(8) % 2) == 5 / 15
 
 
 @pytest.mark.parametrize("M", [32767, 32768, 40000])
@@ -129,10 +129,10 @@ def test_offline_rmia_fast_paths_keep_nan_and_float32():
     p = 1 / (1 + np.exp(-s))
     j = int(np.flatnonzero(mem[2])[0])
     p[2, j] = np.nan  # where model 2 is IN: the slow path's NaN · 0 is NaN, not 0
-    got, want = attacks._pr_out_by_pair(p, mem, None, 0.0), ref.offline_pr_out_rows(p, mem, np.arange(8))
+    got, want = rmia._pr_out_by_pair(p, mem, None, 0.0), ref.offline_pr_out_rows(p, mem, np.arange(8))
     assert np.array_equal(got, want, equal_nan=True) and np.isnan(got[0, j])
     p32 = (1 / (1 + np.exp(-s))).astype(np.float32)
-    got, want = attacks._pr_out_by_pair(p32, mem, None, 0.0), ref.offline_pr_out_rows(p32, mem, np.arange(8))
+    got, want = rmia._pr_out_by_pair(p32, mem, None, 0.0), ref.offline_pr_out_rows(p32, mem, np.arange(8))
     assert got.dtype == want.dtype and np.array_equal(got, want)
 
 
@@ -140,7 +140,7 @@ def test_offline_rmia_fast_paths_keep_nan_and_float32():
 def test_threaded_pieces_equal_the_references_bit_for_bit(monkeypatch, n_threads):
     """The permutations are drawn in order on one thread and the pieces summed in that order, so the null-corrected
     estimator, offline RMIA's choice of a and PA-GBA's floor give the one-thread bits on any number of threads."""
-    monkeypatch.setattr(attacks, "threads", lambda: n_threads)
+    monkeypatch.setattr(threads, "threads", lambda: n_threads)
     s, mem, g = _bank(4, 16, 300)
     # unbalanced labels (each record IN in 2 to 13 of 15 models): advantages with denominators 2..13, whose float
     # sum depends on the order it is taken in, so a permutation summed out of order changes the bits
@@ -151,7 +151,7 @@ def test_threaded_pieces_equal_the_references_bit_for_bit(monkeypatch, n_threads
     fast = attacks.null_corrected_advantage(s_u, mem_u, rng=np.random.default_rng(9), n_null=9)
     assert np.array_equal(fast, ref.null_corrected_advantage(s_u, mem_u, rng=np.random.default_rng(9), n_null=9))
     p = 1 / (1 + np.exp(-s))
-    assert attacks.choose_offline_a(p, mem) == ref.choose_offline_a(p, mem)
+    assert rmia.choose_offline_a(p, mem) == ref.choose_offline_a(p, mem)
 
     from fairdp_core.audit.run import Bank
     from fairdp_core.audit.stats import delta_pp, gpr
@@ -170,8 +170,8 @@ def test_blocks_on_threads_equal_the_references_bit_for_bit(monkeypatch, n_threa
     models) on threads, for banks of at least BLOCK_MIN_CELLS elements (set to 0 here so that a small bank is cut
     into blocks): the same bits as the slow references, with ties, γ = 2 and a bank whose models do not divide into
     equal blocks."""
-    monkeypatch.setattr(attacks, "threads", lambda: n_threads)
-    monkeypatch.setattr(attacks, "BLOCK_MIN_CELLS", 0)
+    monkeypatch.setattr(threads, "threads", lambda: n_threads)
+    monkeypatch.setattr(threads, "BLOCK_MIN_CELLS", 0)
     s, mem, _ = _bank(5, 14, 301, decimals=2)
     order, s_sorted, cut_ok = attacks.sort_columns(s)
     want = np.argsort(-s, axis=0, kind="stable")
@@ -182,10 +182,10 @@ def test_blocks_on_threads_equal_the_references_bit_for_bit(monkeypatch, n_threa
     p = 1 / (1 + np.exp(-s))
     halves = np.arange(301) % 2
     for gamma in (1.0, 2.0):
-        assert np.array_equal(attacks._population_share(p, mem, gamma, halves),
+        assert np.array_equal(rmia._population_share(p, mem, gamma, halves),
                               ref.population_share(p, mem, gamma, halves))
-        assert attacks.choose_offline_a(p, mem, gamma=gamma) == ref.choose_offline_a(p, mem, gamma=gamma)
-    assert np.array_equal(attacks._pr_out_by_pair(p, mem, None, 0.0), ref.offline_pr_out_rows(p, mem, np.arange(14)))
+        assert rmia.choose_offline_a(p, mem, gamma=gamma) == ref.choose_offline_a(p, mem, gamma=gamma)
+    assert np.array_equal(rmia._pr_out_by_pair(p, mem, None, 0.0), ref.offline_pr_out_rows(p, mem, np.arange(14)))
 
 
 def test_gba_groups_need_not_be_0_to_k():
@@ -202,7 +202,7 @@ def test_ordered_map_returns_in_order_and_draws_on_the_calling_thread(monkeypatc
     import threading
     import time
 
-    monkeypatch.setattr(attacks, "threads", lambda: 3)
+    monkeypatch.setattr(threads, "threads", lambda: 3)
     rng = np.random.default_rng(0)
     delays = rng.uniform(0, 0.01, 40)
     drawn_on, outstanding = [], []
@@ -219,7 +219,7 @@ def test_ordered_map_returns_in_order_and_draws_on_the_calling_thread(monkeypatc
         done.add(i)
         return i * i
 
-    assert attacks.ordered_map(fn, items(), ahead=4) == [i * i for i in range(40)]
+    assert threads.ordered_map(fn, items(), ahead=4) == [i * i for i in range(40)]
     assert set(drawn_on) == {threading.get_ident()}
     assert max(outstanding) <= 4
 
@@ -234,8 +234,8 @@ def test_audit_on_threads_is_the_one_thread_audit(monkeypatch):
     s, mem, g = _bank(8, 16, 400, decimals=2)
     out = []
     for n_threads, min_cells in ((1, 1 << 18), (3, 0)):
-        monkeypatch.setattr(attacks, "threads", lambda n=n_threads: n)
-        monkeypatch.setattr(attacks, "BLOCK_MIN_CELLS", min_cells)
+        monkeypatch.setattr(threads, "threads", lambda n=n_threads: n)
+        monkeypatch.setattr(threads, "BLOCK_MIN_CELLS", min_cells)
         res = audit(-np.abs(s), s, mem, g, ["a", "b", "c"], alpha=0.05, n_perm=50, n_null=5, stats_seed=1,
                     delta=1e-5)
         out.append((json.dumps([res.attacks, res.low_fpr, res.group_rows], sort_keys=True, default=str),
@@ -250,14 +250,14 @@ def test_offline_rmia_scores_equal_their_reference_bit_for_bit(gamma):
     the other fold's a) against the references composed afresh: each fold's a from the other fold's models, each
     model's Pr_OUT from the other pairs of its fold, population shares model by model."""
     s, mem, _ = _bank(12, 16, 300, decimals=2)
-    got = attacks.rmia_scores(s, mem, mode="offline", gamma=gamma)
+    got = rmia.rmia_scores(s, mem, mode="offline", gamma=gamma)
     p = 1.0 / (1.0 + np.exp(-np.clip(s, -700, 700)))
     folds, halves = attacks.pair_folds(16), np.arange(300) % 2
     lr = np.empty_like(p)
     for f in (0, 1):
         rows, ref_rows = np.flatnonzero(folds == f), folds != f
         a_f = ref.choose_offline_a(p[ref_rows], mem[ref_rows], gamma=gamma)
-        lr[rows] = p[rows] / np.maximum(attacks._offline_pr(ref.offline_pr_out_rows(p, mem, rows), a_f), 1e-300)
+        lr[rows] = p[rows] / np.maximum(rmia._offline_pr(ref.offline_pr_out_rows(p, mem, rows), a_f), 1e-300)
     assert np.array_equal(got, ref.population_share(lr, mem, gamma, halves))
 
 
@@ -267,7 +267,7 @@ def test_offline_rmia_refuses_small_or_unpaired_banks_before_any_work(M, match):
     before the folds shared their reference means)."""
     s, mem, _ = _bank(13, 8, 60, decimals=2)
     with pytest.raises(ValueError, match=match):
-        attacks.rmia_scores(s[:M], mem[:M], mode="offline")
+        rmia.rmia_scores(s[:M], mem[:M], mode="offline")
 
 
 @pytest.mark.parametrize("n_threads", [1, 3])
@@ -275,8 +275,8 @@ def test_blocked_error_paths(monkeypatch, n_threads):
     """The checks survive the blocks: a model with fewer than two OUT records in one half (the last model, so in
     the last block), and a record no reference model is OUT of (the last column) raise, on one thread or three.
     A column sort of one column (1-D) is the plain stable sort."""
-    monkeypatch.setattr(attacks, "threads", lambda: n_threads)
-    monkeypatch.setattr(attacks, "BLOCK_MIN_CELLS", 0)
+    monkeypatch.setattr(threads, "threads", lambda: n_threads)
+    monkeypatch.setattr(threads, "BLOCK_MIN_CELLS", 0)
     s, mem, _ = _bank(14, 12, 101, decimals=2)
     p = 1 / (1 + np.exp(-s))
     halves = np.arange(101) % 2
@@ -284,13 +284,13 @@ def test_blocked_error_paths(monkeypatch, n_threads):
     bad[-1, halves == 1] = True
     bad[-1, np.flatnonzero(halves == 1)[0]] = False  # one OUT record left in half 1 for the last model
     with pytest.raises(ValueError, match="at least two OUT records"):
-        attacks._population_share(p, bad, 1.0, halves)
+        rmia._population_share(p, bad, 1.0, halves)
     no_ref = mem.copy()
     no_ref[:, -1] = True  # the last record is IN every model: no reference is OUT of it
     with pytest.raises(ValueError, match="no reference model"):
-        attacks._pr_out_by_pair(p, no_ref, None, 0.0)
+        rmia._pr_out_by_pair(p, no_ref, None, 0.0)
     with pytest.raises(ValueError, match="halves must be 0 or 1"):
-        attacks.choose_offline_a(p, mem, halves=np.arange(101) % 3)
+        rmia.choose_offline_a(p, mem, halves=np.arange(101) % 3)
     order, s_sorted, cut_ok = attacks.sort_columns(s[:, 0])
     want = np.argsort(-s[:, 0], kind="stable")
     assert np.array_equal(order, want) and np.array_equal(s_sorted, s[want, 0])

@@ -345,7 +345,7 @@ def _cifar_archive(path, *, per_batch: int = 6, n_test: int = 10, seed: int = 0,
 
 def test_cifar10_reader_keeps_the_pixel_layout(tmp_path):
     """Row-major R, G, B planes of 32x32: value k of a row lands at channel k // 1024, pixel (k % 1024) // 32, k % 32."""
-    from fairdp_core.data.loaders import read_cifar10
+    from fairdp_core.data.images import read_cifar10
 
     members = _cifar_archive(tmp_path / "c.tar.gz")
     Xtr, ytr, Xte, yte = read_cifar10(tmp_path / "c.tar.gz")
@@ -363,7 +363,7 @@ def test_cifar10_reader_refuses_a_pickle_that_runs_code(tmp_path):
     import os
     import pickle
 
-    from fairdp_core.data.loaders import read_cifar10
+    from fairdp_core.data.images import read_cifar10
 
     class Evil:
         def __reduce__(self):

@@ -437,7 +437,8 @@ def test_robustness_notes_recompute_from_the_committed_reruns(tmp_path):
     their cells, the rule's difference is recomputed at the family's level, and the committed index shows it; a
     check that holds another arm's runs is refused."""
     from fairdp_core.audit.verdicts import claims_table, load_summaries
-    from fairdp_core.reporting.claims import CLAIMS_SOURCES, ROBUSTNESS, planned_rows, robustness_notes
+    from fairdp_core.reporting.claims import CLAIMS_SOURCES, planned_rows
+    from fairdp_core.reporting.claims_page import ROBUSTNESS, robustness_notes
 
     robust = ROOT / ROBUSTNESS
     checks = sorted(p for p in robust.iterdir() if p.is_dir())
@@ -493,6 +494,7 @@ def test_verify_run_compares_every_field_but_commit_and_times(monkeypatch, claim
     """`fairdp claims verify`: a rerun equal but for its commit and times reproduces; one that differs in any other
     field is named; a summary of another plan or numerics version is refused before any run."""
     import fairdp_core.study.claims as claims
+    import fairdp_core.study.verify as verify
     from fairdp_core.config import ConfigError
 
     name = next(n for n, r in claims_params.runs.items() if r.algorithm == "dpsgd")
@@ -502,21 +504,21 @@ def test_verify_run_compares_every_field_but_commit_and_times(monkeypatch, claim
     again = {**stored, "commit": "new", "wall_s": {"total": 2.0}}
     ran = []
     monkeypatch.setattr(claims, "run_one", lambda params, n, part, work, *, commit, progress: ran.append(n) or again)
-    assert claims.verify_run(claims_params, stored, tmp_path) == []
+    assert verify.verify_run(claims_params, stored, tmp_path) == []
     again["accuracy"] = {"mean": 0.91}
-    assert claims.verify_run(claims_params, stored, tmp_path) == ["accuracy"]
+    assert verify.verify_run(claims_params, stored, tmp_path) == ["accuracy"]
     again.pop("accuracy")
-    assert claims.verify_run(claims_params, stored, tmp_path) == ["accuracy"]  # a field lost is a difference too
+    assert verify.verify_run(claims_params, stored, tmp_path) == ["accuracy"]  # a field lost is a difference too
     again["accuracy"] = stored["accuracy"]
     stored["execution"] = {"threads": 1, "workers": 1, "MKL_CBWR": "COMPATIBLE"}  # a campaign worker's run
     again["execution"] = {"threads": 1, "workers": 2, "MKL_CBWR": "COMPATIBLE"}  # rerun with 2 shards: same bits
-    assert claims.verify_run(claims_params, stored, tmp_path) == []
+    assert verify.verify_run(claims_params, stored, tmp_path) == []
     again["execution"] = {"threads": 2, "workers": 2, "MKL_CBWR": "COMPATIBLE"}  # threads can move a CNN's bits
-    assert claims.verify_run(claims_params, stored, tmp_path) == ["execution"]
+    assert verify.verify_run(claims_params, stored, tmp_path) == ["execution"]
     ran.clear()
     for bad in ({"plan_sha256": "0"}, {"numerics": claims.NUMERICS_VERSION + 1}, {"run": "no-such-run"}):
         with pytest.raises(ConfigError):
-            claims.verify_run(claims_params, {**stored, **bad}, tmp_path)
+            verify.verify_run(claims_params, {**stored, **bad}, tmp_path)
     assert ran == []
 
 
@@ -683,12 +685,12 @@ def test_ray_campaign_summaries_equal_the_sequential_runs(law_smoke_sequential, 
 def test_claims_runs_names_an_unknown_run_before_any_work(claims_params, tmp_path):
     """`fairdp claims runs NAME...`: a name the profile does not hold is one error naming it, before the checkout's
     commit is even read (the test's profile is not a git checkout) and before any run."""
-    import fairdp_core.study.claims as claims
+    from fairdp_core.cli.campaign import claims_main
     from fairdp_core.config import ConfigError
 
     params = claims_params.base_dir / "params.yaml"
     with pytest.raises(ConfigError, match=r"law_paper-lr-dpsgd-e10-s99: not runs of profile 'claims'"):
-        claims.main(["runs", "law_paper-lr-dpsgd-e10-s0", "law_paper-lr-dpsgd-e10-s99", "--params", str(params),
+        claims_main(["runs", "law_paper-lr-dpsgd-e10-s0", "law_paper-lr-dpsgd-e10-s99", "--params", str(params),
                      "--summaries", str(tmp_path)])
     assert not list(tmp_path.iterdir())
 
@@ -697,7 +699,7 @@ def test_numerics_shift_by_hand():
     """new − old per seed, its mean and t interval, by hand: differences 0.1, -0.1, 0.3 (mean 0.1, SD 0.2, 3 seeds:
     half-width t(0.975, 2) · 0.2 / √3 = 0.4968); an arm that moved by 1 pp on every seed does not hold 0; arms of
     another cell are not pooled; one pair gives no interval (None, not "moved"); a pair of another plan is refused."""
-    from fairdp_core.study.claims import numerics_shift
+    from fairdp_core.study.verify import numerics_shift
 
     def s(alg, seed, d, acc=0.9, v=1, plan="p", ds="law"):
         return {"run": f"{ds}-{alg}-s{seed}", "dataset": ds, "model": "lr", "epsilon": 10, "algorithm": alg,
@@ -763,7 +765,7 @@ def test_the_committed_numerics_check_recomputes_and_holds_zero():
     from the committed summaries, and every interval holds 0 (the bump moves no result beyond chance)."""
     import json
 
-    from fairdp_core.study.claims import numerics_shift
+    from fairdp_core.study.verify import numerics_shift
 
     base = ROOT / "reports" / "paper"
     new = [json.loads(f.read_text()) for f in sorted((base / "numerics" / "mnist_mlp_v3").glob("*.json"))]

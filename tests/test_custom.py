@@ -12,10 +12,11 @@ import pytest
 import torch
 from torch import nn
 
-from fairdp_core.audit.attacks import rmia_scores
+from fairdp_core.audit.custom import audit_bank, audit_model
+from fairdp_core.audit.custom_csv import audit_csv
 from fairdp_core.audit.inference import cross_fit_contributions
+from fairdp_core.audit.rmia import rmia_scores
 from fairdp_core.cli import main as cli
-from fairdp_core.custom import audit_bank, audit_csv, audit_model
 from fairdp_core.engine import TrainSpec, train_bank
 from fairdp_core.engine.backends import FuncBackend, LayerBackend, UnsupportedModule, check_module, make_backend
 
@@ -100,7 +101,7 @@ def test_correct_slice_shows_no_leakage_where_there_is_none():
     """A bank whose models' correctness does not depend on membership (seed 8; 2R = 16, 3,000 records): the
     "correct"/"wrong" slices from correctness_labels both have GPR within 1 pp of 0. A vote of the OUT models alone
     (the mistake this guards against) puts "wrong" well above 0."""
-    from fairdp_core.custom import correctness_labels
+    from fairdp_core.audit.custom import correctness_labels
 
     rng = np.random.default_rng(8)
     M, m = 16, 3000
@@ -264,7 +265,7 @@ def test_the_opacus_fallback_samples_and_noises_as_it_accounts():
     fixed-size batches, the variance can), and with inputs that give every per-sample gradient zero each step moves the
     weights by pure noise of std lr·σ·C / (q·n), fresh at every step (no correlation between steps). A sampler at
     B/n instead of 1/⌈n/B⌉, noise at another scale, or a reused noise draw fails here."""
-    from fairdp_core.custom import _train_opacus
+    from fairdp_core.audit.custom import _train_opacus
     from fairdp_core.engine import TrainSpec
 
     n, B, lr, C = 300, 32, 0.5, 2.0

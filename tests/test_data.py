@@ -352,7 +352,7 @@ def test_params_schema_names_the_registrys_datasets_and_groups():
 
 def test_dataset_class_counts_match_the_prepared_data(params):
     """data/names.py's class counts (chance for the degenerate check) are those of the datasets as loaded."""
-    from fairdp_core.config import DatasetOptions
+    from fairdp_core.config.sections import DatasetOptions
     from fairdp_core.data import sources_from_params
     from fairdp_core.data.loaders import load_dataset
     from fairdp_core.data.names import DATASET_CLASSES, DATASET_GROUPS
@@ -368,7 +368,7 @@ def test_law_paper_variant_is_the_papers_task(params):
     non-White, on the same raw file as the study's law (eventual pass). Counts measured on the mirror's file:
     20,541 complete rows, 88.80% pass at the first attempt (the paper reports 89.7% accuracy, below law's 94.9%
     base rate but above this one)."""
-    from fairdp_core.config import DatasetOptions
+    from fairdp_core.config.sections import DatasetOptions
     from fairdp_core.data import sources_from_params
 
     d = load_dataset("law_paper", DatasetOptions(group="race1", test_fraction=0.2), sources_from_params(params),

@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from fairdp_core.reporting import plots
+from fairdp_core.reporting import plots, plots_beyond
 
 LABELS = ["SGD", "DP-SGD", "DP-SGD-S", "DP-SGD-S (paper rule, made DP)", "DPSGD-F"]
 
@@ -110,7 +110,7 @@ def _looa_frame() -> pd.DataFrame:
 
 
 @pytest.mark.parametrize("make", [
-    lambda: plots.attribute_gap_grid(_gap_frame()),
+    lambda: plots_beyond.attribute_gap_grid(_gap_frame()),
     lambda: plots.delta_vs_epsilon(_delta_frame()),
     lambda: plots.delta_by_attack(_attack_frame()),
     lambda: plots.looa_vs_alooa(_looa_frame(), title="COMPAS · LR · DP-SGD · ε = 10 · seed 0: cross-fitted advantage "
@@ -132,7 +132,7 @@ def test_the_text_check_catches_a_label_drawn_twice():
 
 
 def test_attribute_gap_fills_its_rows_and_explains_a_zero_panel():
-    fig = plots.attribute_gap_grid(_gap_frame())
+    fig = plots_beyond.attribute_gap_grid(_gap_frame())
     shown = [ax for ax in fig.axes if ax.axison]
     assert len(shown) == 6 and len(fig.axes) == 6  # 3 × 2: no empty panel
     zero = [ax for ax in shown if ax.get_title() in ("Adult · LR", "Law (paper's task) · LR")]

@@ -23,15 +23,8 @@ from fairdp_core.audit.inference import (
     prediction_contributions,
     studentized_permutation_pvalue,
 )
-from fairdp_core.audit.simulate import (
-    SimModel,
-    attack_coverage_study,
-    coverage_study,
-    draw_records,
-    leveling_coverage_study,
-    lowfpr_coverage_study,
-    simulate_audit,
-)
+from fairdp_core.audit.simulate import SimModel, attack_coverage_study, coverage_study, draw_records, simulate_audit
+from fairdp_core.audit.simulate_more import leveling_coverage_study, lowfpr_coverage_study
 from fairdp_core.audit.stats import (
     delta_pp,
     effective_n,

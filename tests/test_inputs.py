@@ -17,9 +17,10 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from fairdp_core.atomic import MANIFEST, OutputDirError, check_output_dir
+from fairdp_core.audit.custom import audit_bank
+from fairdp_core.audit.custom_csv import audit_csv
 from fairdp_core.audit.inference import cross_fit_contributions, group_inference
 from fairdp_core.cli import main as cli_main
-from fairdp_core.custom import audit_bank, audit_csv
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -83,12 +84,12 @@ def test_a_user_file_and_the_input_survive_every_write_path(result, tmp_path):
 def test_the_cli_refuses_before_any_work(tmp_path, monkeypatch, capsys):
     """`audit-custom --out .` beside the input, and --out holding a user file: exit 2, one line, nothing trained
     (no audit module is even called: the check runs first), nothing lost, --force included."""
-    import fairdp_core.custom as custom
+    import fairdp_core.audit.custom_csv as custom_csv
 
     monkeypatch.chdir(tmp_path)
     pd.DataFrame({"x": range(40), "g": ["a", "b"] * 20, "y": [0, 1, 1, 0] * 10}).to_csv("in.csv", index=False)
     Path("keep.txt").write_text("mine")
-    monkeypatch.setattr(custom, "audit_model", lambda *a, **k: pytest.fail("trained before checking --out"))
+    monkeypatch.setattr(custom_csv, "audit_model", lambda *a, **k: pytest.fail("trained before checking --out"))
     for extra in ([], ["--force"]):
         rc = cli_main(["audit-custom", "--data", "in.csv", "--label", "y", "--group", "g", "--out", ".", *extra])
         err = capsys.readouterr().err
@@ -190,11 +191,11 @@ BAD_FLAGS = {
 
 @pytest.mark.parametrize("case", list(BAD_INPUTS))
 def test_each_bad_input_is_one_line_before_any_training(case, tmp_path, monkeypatch, capsys):
-    import fairdp_core.custom as custom
+    import fairdp_core.audit.custom_csv as custom_csv
 
     kw, message = BAD_INPUTS[case]
     path = _csv(tmp_path, "data.csv", **kw)
-    monkeypatch.setattr(custom, "audit_model", lambda *a, **k: pytest.fail("trained on a bad input"))
+    monkeypatch.setattr(custom_csv, "audit_model", lambda *a, **k: pytest.fail("trained on a bad input"))
     before = sorted(os.listdir(tmp_path))
     rc = cli_main(["audit-custom", "--data", str(path), "--label", "y", "--group", "g", "--out",
                    str(tmp_path / "out")])
@@ -207,7 +208,8 @@ def test_each_bad_input_is_one_line_before_any_training(case, tmp_path, monkeypa
 def test_each_bad_flag_is_one_line_before_any_training(case, tmp_path, monkeypatch, capsys):
     """Impossible recipes are refused by the flags alone (the file is not read), R beyond this machine's free memory
     once the file gives the audited count: one line, no training, no output directory."""
-    import fairdp_core.custom as custom
+    import fairdp_core.audit.custom as custom
+    import fairdp_core.audit.custom_csv as custom_csv
     import fairdp_core.engine as engine
 
     flags, message = BAD_FLAGS[case]
@@ -215,7 +217,7 @@ def test_each_bad_flag_is_one_line_before_any_training(case, tmp_path, monkeypat
     monkeypatch.setattr(engine, "train_bank", lambda *a, **k: pytest.fail("trained on a bad recipe"))
     monkeypatch.setattr(custom, "available_memory", lambda: 8e9)  # the same machine everywhere
     if case != "R beyond memory":
-        monkeypatch.setattr(custom, "read_user_csv", lambda p: pytest.fail("read the file for a bad flag"))
+        monkeypatch.setattr(custom_csv, "read_user_csv", lambda p: pytest.fail("read the file for a bad flag"))
     rc = cli_main(["audit-custom", "--data", str(path), "--label", "y", "--group", "g", "--out", str(tmp_path / "o"),
                    "--min-per-group", "5", *flags])
     err = capsys.readouterr().err
@@ -225,7 +227,7 @@ def test_each_bad_flag_is_one_line_before_any_training(case, tmp_path, monkeypat
 
 def test_the_memory_refusal_can_be_overridden(tmp_path, monkeypatch, capsys):
     """--no-memory-check trains where the estimate is over what is free (training stubbed: it is reached)."""
-    import fairdp_core.custom as custom
+    import fairdp_core.audit.custom as custom
     import fairdp_core.engine as engine
 
     path = _csv(tmp_path, "data.csv", df=_frame())
@@ -244,7 +246,7 @@ def test_the_memory_refusal_can_be_overridden(tmp_path, monkeypatch, capsys):
 def test_a_constant_column_is_kept_with_a_warning_and_intervals_stay_possible(tmp_path):
     """A feature with one value is kept and named in a warning; every reported interval lies within what is
     possible (GPR ±100 pp, Δ in [0, 200] pp), and a slice too small to say anything is flagged uninformative."""
-    from fairdp_core.custom import audit_csv
+    from fairdp_core.audit.custom_csv import audit_csv
 
     df = _frame(120).assign(const=1.0, tiny=["u", "v", "w"] + ["big"] * 117)
     path = _csv(tmp_path, "data.csv", df=df)
@@ -272,7 +274,7 @@ def test_any_recipe_is_refused_in_one_line_or_accepted(eps, lr, R, batch):
     """check_recipe over arbitrary numbers: a ValueError naming a flag exactly when a value is impossible."""
     import math
 
-    from fairdp_core.custom import check_recipe
+    from fairdp_core.audit.custom_checks import check_recipe
 
     impossible = not (math.isfinite(eps) and eps > 0) or not (math.isfinite(lr) and lr > 0) or R < 2 or batch < 1
     try:
@@ -338,12 +340,12 @@ def test_malformed_csvs_are_one_line_and_write_nothing(content, tmp_path_factory
     import contextlib
     import io
 
-    import fairdp_core.custom as custom
+    import fairdp_core.audit.custom_csv as custom_csv
 
     d = tmp_path_factory.mktemp("csv")
     (d / "data.csv").write_text(content)
     (d / "keep.txt").write_text("mine")
-    monkeypatch.setattr(custom, "audit_model", lambda *a, **k: (_ for _ in ()).throw(ValueError("reached training")))
+    monkeypatch.setattr(custom_csv, "audit_model", lambda *a, **k: (_ for _ in ()).throw(ValueError("reached training")))
     err = io.StringIO()
     with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
         rc = cli_main(["audit-custom", "--data", str(d / "data.csv"), "--label", "y", "--group", "g", "--out",
@@ -420,11 +422,11 @@ def test_a_profile_runs_in_a_directory_of_its_own(tmp_path):
     (dest / "reports" / "index.html").write_text("the profile's own index")
     (dest / "results").mkdir()
     (dest / "results" / "x").write_text("kept")
-    (dest / "fairdp_core" / "config.py").write_text("stale")
+    (dest / "fairdp_core" / "config" / "__init__.py").write_text("stale")
     prepare_profile_dir(root, "smoke", dest=dest)
     assert (dest / "reports" / "index.html").read_text() == "the profile's own index"
     assert (dest / "results" / "x").read_text() == "kept"
-    assert (dest / "fairdp_core" / "config.py").read_bytes() == (root / "fairdp_core" / "config.py").read_bytes()
+    assert (dest / "fairdp_core" / "config" / "__init__.py").read_bytes() == (root / "fairdp_core" / "config" / "__init__.py").read_bytes()
     assert digest(watched) == before
     with pytest.raises(Exception, match="unknown profile"):
         prepare_profile_dir(root, "nosuch", dest=tmp_path / "x")

@@ -34,7 +34,7 @@ def test_all_exports_exist(name):
 
 
 def test_every_subpackage_module_is_an_attribute_without_an_explicit_import():
-    """`import fairdp_core` then `fairdp_core.custom` (and .synth, .beyond, .clip_tuning, audit.pooling, ...) works
+    """`import fairdp_core` then `fairdp_core.audit.custom` (and .synth, .beyond, .study.clip_tuning, audit.pooling, ...) works
     without importing the submodule first (PEP 562, fairdp_core._lazy_exports), in a fresh interpreter; an unknown
     name is still an AttributeError."""
     import pkgutil
@@ -44,10 +44,11 @@ def test_every_subpackage_module_is_an_attribute_without_an_explicit_import():
     import fairdp_core
 
     pairs = [("fairdp_core", m.name) for m in pkgutil.iter_modules(fairdp_core.__path__)]
-    for pkg in ("audit", "data"):
+    for pkg in ("audit", "data", "reporting", "study"):
         sub = importlib.import_module(f"fairdp_core.{pkg}")
         pairs += [(f"fairdp_core.{pkg}", m.name) for m in pkgutil.iter_modules(sub.__path__)]
-    assert {("fairdp_core", "custom"), ("fairdp_core", "synth"), ("fairdp_core.audit", "pooling")} <= set(pairs)
+    assert {("fairdp_core.audit", "custom"), ("fairdp_core", "synth"), ("fairdp_core.audit", "pooling"),
+            ("fairdp_core.reporting", "plots"), ("fairdp_core.study", "claims")} <= set(pairs)
     code = "import importlib\n" + "".join(
         f"assert getattr(importlib.import_module({pkg!r}), {name!r}).__name__ == {pkg + '.' + name!r}\n"
         for pkg, name in pairs) + "import fairdp_core\ntry:\n    fairdp_core.nope\nexcept AttributeError:\n    pass\n" \
@@ -147,12 +148,12 @@ def test_help_lists_every_command_and_every_profile(capsys):
 
 
 def test_the_audit_library_needs_no_pipeline_package():
-    """Importing the audit (fairdp_core.custom, the engine, the attacks) loads none of the study's extra packages
+    """Importing the audit (fairdp_core.audit.custom, the engine, the attacks) loads none of the study's extra packages
     (dvc, papermill, jupyter, fairlearn, ruamel), so `pip install fairdp_core` without [study] suffices for it."""
     import subprocess
     import sys
 
-    code = ("import sys, fairdp_core.custom, fairdp_core.engine, fairdp_core.audit.run, fairdp_core.opacus_compat; "
+    code = ("import sys, fairdp_core.audit.custom, fairdp_core.engine, fairdp_core.audit.run, fairdp_core.opacus_compat; "
             "print(' '.join(sorted(m for m in sys.modules if m.startswith('fairdp_core.stages')) "
             "+ sorted({m.split('.')[0] for m in sys.modules})))")
     mods = set(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split())
@@ -193,7 +194,7 @@ def test_the_scores_audit_runs_without_torch(tmp_path):
     assert one.returncode == 0 and "Riskier for f than for m" in one.stdout, one.stderr[-2000:]
     bank = _NO_TORCH + """
 import numpy as np
-from fairdp_core.custom import audit_bank
+from fairdp_core.audit.custom import audit_bank
 rng = np.random.default_rng(0)
 half = rng.integers(0, 2, (8, 400)).astype(bool)
 mem = np.repeat(half, 2, 0); mem[1::2] = ~mem[1::2]
@@ -260,3 +261,23 @@ def test_no_history_outside_git():
     hits = [f"{f.relative_to(root)}:{i}: {line.strip()[:80]}" for f in files if f.resolve() != me
             for i, line in enumerate(f.read_text().splitlines(), 1) if pattern.search(line)]
     assert not hits, hits
+
+
+def test_the_front_door_names_the_audits_the_rules_and_the_trainer():
+    """`fairdp_core.__all__` names what users call, each the object of its home module, and `import fairdp_core`
+    alone loads none of them (no torch, no pandas) until one is used."""
+    import subprocess
+    import sys
+
+    import fairdp_core
+    from fairdp_core import opacus_compat, rules
+    from fairdp_core.audit import custom, one
+    from fairdp_core.engine import trainer
+
+    assert fairdp_core.audit_model is custom.audit_model and fairdp_core.audit_bank is custom.audit_bank
+    assert fairdp_core.audit_one is one.audit_one and fairdp_core.RULES is rules.RULES
+    assert fairdp_core.train_bank is trainer.train_bank
+    assert fairdp_core.make_private_dpsgd_s is opacus_compat.make_private_dpsgd_s
+    code = "import sys, fairdp_core; print(sorted(m for m in ('torch', 'pandas', 'opacus') if m in sys.modules))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]", out.stdout

@@ -238,7 +238,7 @@ def test_overfit_sgd_leaks_more_than_dpsgd_eps1(mirror):
     and its per-group GPR (cross-fitted) is clearly above DP-SGD's at ε = 1 with the same design and streams.
     Measured with these seeds: SGD [0.135, 0.078], DP-SGD [0.006, 0.022]."""
     from fairdp_core.audit import audit_design, cross_fit_advantage, gpr
-    from fairdp_core.config import DatasetOptions
+    from fairdp_core.config.sections import DatasetOptions
     from fairdp_core.data import Sources, load_dataset
     from fairdp_core.engine import TrainSpec, train_bank
 

@@ -324,7 +324,7 @@ def test_this_run_counts_a_detection_only_after_holm_over_the_configurations():
     tested; none at all gives (0, 0)."""
     import pandas as pd
 
-    from fairdp_core.reporting.pages import this_run_detections
+    from fairdp_core.reporting.index import this_run_detections
 
     p = np.full(32, 0.6)
     p[3] = 0.03

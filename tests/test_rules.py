@@ -17,9 +17,10 @@ import numpy as np
 import pytest
 
 from fairdp_core import config, rules
-from fairdp_core.engine import trainer
+from fairdp_core.engine import spec, trainer
 from fairdp_core.engine.accounting import combine_sigmas, epsilon
-from fairdp_core.engine.trainer import TrainSpec, train_bank
+from fairdp_core.engine.spec import TrainSpec
+from fairdp_core.engine.trainer import train_bank
 from fairdp_core.reporting import plots, results
 from fairdp_core.rules.base import RULE_FIELDS
 
@@ -47,7 +48,7 @@ RELEASES = {
 
 def test_every_list_of_algorithms_labels_and_colours_derives_from_the_registry():
     assert set(RELEASES) == set(rules.ALGORITHMS), "a registered rule is missing from RELEASES (or one is stale)"
-    assert rules.ALGORITHMS == get_args(trainer.Algorithm) == trainer.ALGORITHMS
+    assert rules.ALGORITHMS == get_args(spec.Algorithm) == trainer.ALGORITHMS
     assert set(get_args(config.Algorithm)) == set(rules.ALGORITHMS)  # config reads them from the file names
     assert tuple(results.ALGORITHM_LABELS) == rules.ALGORITHMS
     for name, rule in rules.RULES.items():
@@ -265,8 +266,10 @@ RULE = FractionClip()
 
 NEW_RULE_CHECK = '''
 import numpy as np
-from fairdp_core import config, plots, rules
-from fairdp_core.engine.trainer import TrainSpec, release_key, train_bank
+from fairdp_core import config, rules
+from fairdp_core.reporting import plots
+from fairdp_core.engine.spec import TrainSpec, release_key
+from fairdp_core.engine.trainer import train_bank
 from typing import get_args
 
 assert "fraction_clip" in get_args(config.Algorithm)  # params.yaml's grid accepts it

@@ -16,7 +16,8 @@ import numpy as np
 import pytest
 import torch
 
-from fairdp_core.config import ComputeConfig, ConfigError, Params, load_params
+from fairdp_core.config import ConfigError, Params, load_params
+from fairdp_core.config.sections import ComputeConfig
 from fairdp_core.engine import TrainSpec, train_bank
 from fairdp_core.engine.shard import ShardError, concat_banks, shard_rows, train_bank_sharded
 

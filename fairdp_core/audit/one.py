@@ -1,6 +1,6 @@
 """One trained model, audited per group: does the model you deployed leak more about some groups?
 
-The study and :func:`fairdp_core.custom.audit_model` audit a training *recipe*: they retrain 2R models on
+The study and :func:`fairdp_core.audit.custom.audit_model` audit a training *recipe*: they retrain 2R models on
 complementary halves of the data. :func:`audit_one` answers for one model that is already trained, from its
 per-record scores on its training records (members) and on a held-out set (non-members), per group:
 
@@ -19,7 +19,7 @@ per-record scores on its training records (members) and on a held-out set (non-m
 
 Scores follow the convention "higher = more member-like"; :func:`loss_scores` turns a torch model and its data into
 them (the negated per-record loss). One model's answer is conditional on that model: the audit of its recipe
-(:func:`fairdp_core.custom.audit_model`) says how much of it is the recipe's.
+(:func:`fairdp_core.audit.custom.audit_model`) says how much of it is the recipe's.
 """
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ Written from the papers and from how the released code behaves, not copied from 
   strictly at γ = 1, keeps the top-n OUT signals offline and tunes a on the target's paired model. The project
   scores against the OUT records of the other half of the audited records, so that members and non-members meet
   one population, and takes offline references from the model's own fold
-  (:func:`fairdp_core.audit.attacks.rmia_scores`).
+  (:func:`fairdp_core.audit.rmia.rmia_scores`).
 
 :func:`parity_table` scores one bank both ways and reports, per attack: the Spearman correlation of the two scores
 over (model, record) pairs, each one's AUC, and TPR at 1% FPR per group.
@@ -26,7 +26,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from .attacks import _auc, lira_scores, pair_folds, rmia_scores
+from .attacks import lira_scores, pair_folds
+from .rmia import _auc, rmia_scores
 
 __all__ = ["lira_reference", "parity_table", "rmia_reference"]
 

@@ -4,7 +4,7 @@
 their membership, ``g`` [m] their groups) and returns one :class:`AuditResult`: per record each attack's advantage,
 per group each attack's GPR with its interval, the low-FPR view per group, per attack Δ with its simultaneous
 interval, contrasts, null floor and p-values, the per-(model, record) scores of the score-based attacks, and the
-time each attack took. The pipeline's attack stage, :func:`fairdp_core.custom.audit_bank` and the clip study all
+time each attack took. The pipeline's attack stage, :func:`fairdp_core.audit.custom.audit_bank` and the clip study all
 call it; it reads and writes no file.
 
 The attacks are a registry (:data:`REGISTRY`, in the order they are run): a new attack is one :class:`Attack` entry,
@@ -22,14 +22,11 @@ import numpy as np
 import pandas as pd
 
 from .attacks import (
-    OFFLINE_RMIA_MIN_MODELS,
     ga_predictions,
     gba_advantage,
     gba_predictions,
     lira_scores,
-    ordered_map,
     record_advantage,
-    rmia_scores,
     sort_columns,
     sort_rows_with_labels,
 )
@@ -39,7 +36,9 @@ from .inference import (
     prediction_contributions,
     studentized_permutation_pvalue,
 )
+from .rmia import OFFLINE_RMIA_MIN_MODELS, rmia_scores
 from .stats import delta_pp, epsilon_lower_bound, gpr, pair_folds, tpr_at_fpr_clustered
+from .threads import ordered_map
 
 __all__ = ["ATTACKS", "INTERVALS", "REGISTRY", "Attack", "AuditResult", "Bank", "audit"]
 

@@ -18,9 +18,123 @@ def _cmd_pilot_summary(args: argparse.Namespace) -> int:
     return 0
 
 
-def _cmd_claims(args: argparse.Namespace) -> int:
-    from ..study.claims import main as claims_main
+def claims_main(argv: list[str] | None = None) -> int:
+    """``fairdp claims``: run, rerun, verify and compare the campaign's per-run summaries (fairdp_core/study/claims.py)."""
+    import json
+    import os
+    import time
+    from pathlib import Path
 
+    from ..config import ConfigError
+    from ..study import claims
+    from ..study.claims import CAMPAIGN_PREFIX, CampaignPool, checkout_commit, part_of, part_runs, parts, run_part, run_wave
+    from ..study.verify import NOT_REPRODUCED, check_verifiable, numerics_shift, verify_run
+
+    ap = argparse.ArgumentParser(prog="fairdp claims", description=claims.__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = ap.add_subparsers(dest="action", required=True)
+    r = sub.add_parser("run", help="run parts of the claims profile (from a pinned worktree)")
+    r.add_argument("parts", nargs="+", help="parts such as law_paper-lr-e10 or law_paper-lr-sgd; 'all' for every one")
+    r.add_argument("--params", default="params.yaml")
+    r.add_argument("--summaries", default=None,
+                   help="where the per-run summaries go (default reports/paper/<profile>)")
+    r.add_argument("--min-seeds", type=int, default=6, help="paired seeds before the power rule decides (default 6)")
+    r.add_argument("--allow-dirty", action="store_true", help="run from a checkout with uncommitted changes")
+    r.add_argument("--quiet", action="store_true", help="no progress bars")
+    r.add_argument("--workers", type=int, default=1,
+                   help="runs at a time, each in a one-thread worker on compute.backend (loky: processes here; ray: "
+                        "Ray tasks, at compute.ray_address); default 1, one after the other in this process")
+    o = sub.add_parser("runs", help="run these runs of the profile (no seed rule), e.g. at a new numerics version")
+    o.add_argument("names", nargs="+", help="run names (`fairdp grid` lists them)")
+    o.add_argument("--params", default="params.yaml")
+    o.add_argument("--summaries", required=True, help="where their summaries go")
+    o.add_argument("--workers", type=int, default=1, help="runs at a time (as for `run`)")
+    o.add_argument("--allow-dirty", action="store_true", help="run from a checkout with uncommitted changes")
+    v = sub.add_parser("verify", help="rerun committed summaries here and compare (all but their commit and times)")
+    v.add_argument("summaries", nargs="+", help="summary files (reports/paper/<profile>/<run>.json)")
+    v.add_argument("--params", default="params.yaml")
+    ns = sub.add_parser("numerics-shift", help="new − old of Δ and accuracy, per seed, for runs at two numerics "
+                        "versions (the same run names in two directories)")
+    ns.add_argument("old", help="directory of the summaries at the old version")
+    ns.add_argument("new", help="directory of the same runs at the new version")
+    ls = sub.add_parser("parts", help="list the profile's parts")
+    ls.add_argument("--params", default="params.yaml")
+    args = ap.parse_args(argv)
+    if args.action == "numerics-shift":
+        read = [[json.loads(f.read_text()) for f in sorted(Path(d).glob("*.json"))] for d in (args.old, args.new)]
+        print("| cell | algorithm | quantity | versions | seeds | new − old | 95% t interval | holds 0 |")
+        print("|---|---|---|---|---|---|---|---|")
+        for r in numerics_shift(*read):
+            verdict = {True: "yes", False: "NO", None: "n/a (under 2 pairs)"}[r["holds_zero"]]
+            ci = "—" if r["holds_zero"] is None else f"[{r['lo']:+.3f}, {r['hi']:+.3f}]"
+            print(f"| {r['dataset']} {r['model']} ε {r['epsilon']:g} | {r['algorithm']} | {r['quantity']} | "
+                  f"{r['versions']} | {r['seeds']}" + (f" ({r['unpaired']} unpaired)" if r["unpaired"] else "")
+                  + f" | {r['mean']:+.3f} | {ci} | {verdict} |")
+        return 0
+    params = load_params(args.params)
+    if not params.profile.startswith(CAMPAIGN_PREFIX):
+        raise ConfigError(f"{args.params}: profile {params.profile!r}; the campaign runs the profiles named "
+                          f"{'* or '.join(CAMPAIGN_PREFIX)}* (`fairdp use-profile claims` in its worktree)")
+    if args.action == "parts":
+        for p in parts(params):
+            print(p, sum(len(v) for v in part_runs(params, p).values()), "runs at most")
+        return 0
+    if args.action == "verify":
+        import tempfile
+
+        stored = {}
+        for f in args.summaries:  # every file read and checked before any run
+            try:
+                stored[f] = json.loads(Path(f).read_text())
+            except (OSError, ValueError) as e:
+                raise ConfigError(f"{f}: not a readable summary ({e})") from None
+            check_verifiable(params, stored[f])
+        os.environ.setdefault("OMP_NUM_THREADS", "1")  # as the campaign runs
+        bad = 0
+        with tempfile.TemporaryDirectory() as work:
+            for s in stored.values():
+                diff = verify_run(params, s, Path(work))
+                bad += bool(diff)
+                print(f"{s['run']}: " + (f"DIFFERS in {', '.join(diff)}" if diff else
+                                         f"reproduces (every field but {' and '.join(NOT_REPRODUCED)})"), flush=True)
+        return 1 if bad else 0
+    if args.workers < 1:
+        raise ConfigError(f"--workers {args.workers}: need at least 1")
+    if args.action == "runs":
+        args.names = list(dict.fromkeys(args.names))  # a name given twice runs once
+    if args.action == "run" and args.min_seeds < 1:
+        raise ConfigError(f"--min-seeds {args.min_seeds}: at least 1")
+    unknown = [n for n in args.names if n not in params.runs] if args.action == "runs" else []
+    if unknown:  # every name checked before any work
+        raise ConfigError(f"{', '.join(unknown)}: not runs of profile {params.profile!r}")
+    todo = [] if args.action == "runs" else parts(params) if args.parts == ["all"] else args.parts
+    for p in todo:
+        part_runs(params, p)
+    commit = checkout_commit(params.base_dir, allow_dirty=args.allow_dirty)
+    summaries = Path(args.summaries) if args.summaries else params.resolve(f"reports/paper/{params.profile}")
+    os.environ.setdefault("OMP_NUM_THREADS", "1")  # before any worker starts: they inherit it
+    pool = (CampaignPool(args.workers, params.compute.backend, params.compute.ray_address)
+            if args.workers > 1 else None)
+
+    def say(line: str) -> None:  # a line per finished run, flushed: the campaign's log is a file
+        print(line, flush=True)
+
+    if args.action == "runs":
+        by_part: dict[str, list[str]] = {}
+        for n in args.names:
+            by_part.setdefault(part_of(params.runs[n].model_dump()), []).append(n)
+        for part, names in by_part.items():
+            run_wave(params, part, names, summaries, commit=commit, progress=pool is None, pool=pool, log=say)
+        return 0
+    for p in todo:
+        t0 = time.perf_counter()
+        got = run_part(params, p, summaries, commit=commit, min_seeds=args.min_seeds,
+                       progress=not args.quiet and pool is None, pool=pool, log=say)
+        print(f"{p}: {len(got)} runs, {(time.perf_counter() - t0) / 60:.1f} min", flush=True)
+    return 0
+
+
+def _cmd_claims(args: argparse.Namespace) -> int:
     if not args.extra or args.extra[0] in ("-h", "--help"):
         return claims_main(["--help"])
     if args.extra[0] == "numerics-shift":  # compares two directories of summaries: no params file
@@ -41,7 +155,7 @@ def _cmd_coverage(args: argparse.Namespace) -> int:
         print(write_attack_coverage(df, args.out))
         return 0
     if args.leveling or args.lowfpr or args.skew:
-        from ..audit import simulate as sim
+        from ..audit import simulate_more as sim
 
         if args.leveling:
             df = sim.leveling_coverage_study(args.studies, seed=args.seed)

@@ -9,7 +9,8 @@ from pathlib import Path
 
 def _cmd_audit_custom(args: argparse.Namespace) -> int:
     from ..atomic import check_output_dir
-    from ..custom import audit_csv, check_recipe
+    from ..audit.custom_checks import check_recipe
+    from ..audit.custom_csv import audit_csv
 
     recipe = dict(algorithm=args.algorithm, epsilon=args.epsilon, R=args.R, m=args.m, epochs=args.epochs,
                   batch_size=args.batch_size, lr=args.lr, clip=args.clip, min_per_group=args.min_per_group)

@@ -16,7 +16,8 @@ from .accounting import Accounting, bank_accounting, calibrate_sigma, combine_si
 from .backends import DenseBackend, FuncBackend, make_backend, stack_params
 from .sampling import PoissonBank, batch_sizes, bernoulli_positions
 from .shard import ShardError, concat_banks, shard_rows, train_bank_sharded
-from .trainer import ALGORITHMS, EpochView, TrainedBank, TrainSpec, bank_widths, model_generators, release_key, train_bank
+from .spec import TrainSpec, release_key
+from .trainer import ALGORITHMS, EpochView, TrainedBank, bank_widths, model_generators, train_bank
 
 __all__ = [
     "ALGORITHMS",

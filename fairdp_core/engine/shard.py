@@ -25,7 +25,8 @@ from typing import Literal
 import numpy as np
 import torch
 
-from .trainer import TrainedBank, TrainSpec, bank_widths, train_bank
+from .spec import TrainSpec
+from .trainer import TrainedBank, bank_widths, train_bank
 
 __all__ = ["Executor", "ShardError", "concat_banks", "shard_rows", "train_bank_sharded"]
 

@@ -18,7 +18,7 @@ Opacus optimizers know a rule only through this interface and the registry (:mod
   the only rule settings it may read: the trainer hands the rule the spec through a :class:`RuleView`, so a rule
   that reads another rule's field (say DP-SGD-S's Q cap ``q_max``) fails at once instead of training with the
   other rule's constant;
-- ``stored_as``: where a field is stored in the engine's :class:`~fairdp_core.engine.trainer.TrainSpec` under
+- ``stored_as``: where a field is stored in the engine's :class:`~fairdp_core.engine.spec.TrainSpec` under
   another name (one of :data:`RULE_FIELDS`: release keys hash the stored names, so they stay as they were when
   the rule's first results were written), e.g. AdaClip's ``c_max`` stored as ``q_max``; the view translates.
   A field that is none of :data:`RULE_FIELDS` (a rule added later, with settings of its own) is stored in the

@@ -5,7 +5,7 @@ The page opens with the paper's claims decided by the claims campaign (reports/p
 reports/paper/claims_mnist/ and reports/paper/claims_mnist_cnn/,
 rendered by :mod:`fairdp_core.reporting.claims`) and, beside them, each rule against DP-SGD's accuracy–Δ frontier
 (reports/paper/frontier/, :mod:`fairdp_core.reporting.frontier`), then this profile's own runs
-(:func:`fairdp_core.reporting.pages.build_index`).
+(:func:`fairdp_core.reporting.index.build_index`).
 """
 
 from __future__ import annotations
@@ -19,15 +19,8 @@ __all__ = ["main", "write_index"]
 
 def write_index(params):
     """Render the claims sections and build the index around them; returns the index's path."""
-    from ..reporting.claims import (
-        CLAIMS_SOURCES,
-        ROBUSTNESS,
-        claims_figure,
-        claims_first_screen,
-        claims_frame,
-        claims_section,
-        write_claims_csv,
-    )
+    from ..reporting.claims import CLAIMS_SOURCES, claims_first_screen, claims_frame
+    from ..reporting.claims_page import ROBUSTNESS, claims_figure, claims_section, write_claims_csv
     from ..reporting.frontier import (
         FRONTIER_CLAIMS,
         FRONTIER_SOURCES,
@@ -40,7 +33,7 @@ def write_index(params):
         frontier_section,
         write_frontier_csv,
     )
-    from ..reporting.pages import build_index
+    from ..reporting.index import build_index
 
     claims_dir = [params.resolve(d) for d, _ in CLAIMS_SOURCES]
     profile = [params.resolve(p) for _, p in CLAIMS_SOURCES]

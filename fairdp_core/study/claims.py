@@ -33,8 +33,8 @@ from ..audit.verdicts import seeds_needed
 from ..config import ConfigError, Params
 from ..versions import package_versions
 
-__all__ = ["CLAIMS_ATTACKS", "NUMERICS_VERSION", "CampaignError", "CampaignPool", "numerics_of", "numerics_shift",
-           "part_runs", "parts", "plan_hash", "run_part", "seeds_needed", "summary_numerics", "summary_path"]
+__all__ = ["CLAIMS_ATTACKS", "NUMERICS_VERSION", "CampaignError", "CampaignPool", "numerics_of", "part_runs", "parts",
+           "plan_hash", "run_part", "seeds_needed", "summary_numerics", "summary_path"]
 
 # The bits a bank is trained to: bumped whenever a change to the engine changes every trained bank's bytes
 # (tests/test_claims.py pins a small bank's hash to this version); a change that moves only some rules' bits bumps
@@ -49,7 +49,7 @@ CLAIMS_ATTACKS = ("alooa_cross_fit", "alooa_in_sample", "ga", "lira_online", "li
 CAMPAIGN_PREFIX = ("claims", "frontier")
 
 
-def _part_of(run: dict) -> str:
+def part_of(run: dict) -> str:
     if run["algorithm"] == "sgd":
         return f"{run['dataset']}-{run['model']}-sgd"
     return f"{run['dataset']}-{run['model']}-e{run['epsilon']:g}"
@@ -59,7 +59,7 @@ def parts(params: Params) -> list[str]:
     """Every part of the profile's grid, in grid order."""
     out: list[str] = []
     for r in params.runs.values():
-        p = _part_of(r.model_dump())
+        p = part_of(r.model_dump())
         if p not in out:
             out.append(p)
     return out
@@ -69,7 +69,7 @@ def part_runs(params: Params, part: str) -> dict[int, list[str]]:
     """seed -> the part's run names at that seed (grid order)."""
     out: dict[int, list[str]] = {}
     for name, r in params.runs.items():
-        if _part_of(r.model_dump()) == part:
+        if part_of(r.model_dump()) == part:
             out.setdefault(r.seed, []).append(name)
     if not out:
         raise ConfigError(f"no part {part!r} in the {params.profile!r} profile (parts: {', '.join(parts(params))})")
@@ -227,7 +227,7 @@ def run_part(params: Params, part: str, summaries: Path, *, commit: str, min_see
     target, ran = min(min_seeds, max_seeds), 0
     while ran < target:
         wave = [name for seed in seeds[ran:target] for name in by_seed[seed]]
-        done += _run_wave(params, part, wave, summaries, commit=commit, progress=progress, log=log, pool=pool)
+        done += run_wave(params, part, wave, summaries, commit=commit, progress=progress, log=log, pool=pool)
         ran = target
         if part.endswith("-sgd") or ran >= max_seeds:
             break
@@ -238,7 +238,7 @@ def run_part(params: Params, part: str, summaries: Path, *, commit: str, min_see
     return done
 
 
-def _run_wave(params: Params, part: str, names: list[str], summaries: Path, *, commit: str, progress: bool,
+def run_wave(params: Params, part: str, names: list[str], summaries: Path, *, commit: str, progress: bool,
               log: Callable[[str], None], pool: CampaignPool | None) -> list[dict]:
     """The summaries of runs ``names`` (in that order): read back where they exist with this plan and numerics,
     else run, here one by one or on ``pool`` (each written by this process as it arrives)."""
@@ -373,187 +373,3 @@ class CampaignPool:
         raise CampaignError(f"{', '.join(n for n, _ in failed)}: a campaign worker failed ({type(e).__name__}: "
                             f"{why}){rest}; the finished runs' summaries are written: run the same command again to "
                             "resume") from e
-
-
-# What a rerun of the same plan may change in a summary: where and when it was made, and how long it took.
-NOT_REPRODUCED = ("commit", "wall_s")
-
-
-def check_verifiable(params: Params, stored: dict) -> None:
-    """A ConfigError unless summary ``stored`` is of a run of this profile with this checkout's plan and numerics."""
-    name = stored.get("run")
-    if name not in params.runs:
-        raise ConfigError(f"{name}: not a run of profile {params.profile!r}")
-    r = params.runs[name]
-    groups = stored.get("group_names")
-    plan_sha = plan_hash(effective_plan(params, name))
-    version = numerics_of(r.algorithm, r.model, len(groups) if groups else None)
-    if stored.get("plan_sha256") != plan_sha or stored.get("numerics") != version:
-        raise ConfigError(f"{name}: the summary's plan {stored.get('plan_sha256')} (numerics {stored.get('numerics')}) "
-                          f"is not this checkout's {plan_sha} (numerics {version})")
-
-
-def verify_run(params: Params, stored: dict, work: Path, *, progress: bool = False) -> list[str]:
-    """Rerun the run of summary ``stored`` in this checkout (its summary written under ``work``) and return the
-    fields, other than :data:`NOT_REPRODUCED`, in which the rerun differs from ``stored`` (empty: it reproduces).
-    The summary's plan must be this checkout's plan for the run, numerics version included."""
-    check_verifiable(params, stored)
-    name = stored["run"]
-
-    again = _as_stored(run_one(params, name, stored["part"], work, commit=stored["commit"], progress=progress))
-    keys = (set(stored) | set(again)) - set(NOT_REPRODUCED)
-
-    def same(k: str) -> bool:
-        if k == "execution":  # the shard count moves no bit (tests/test_shard.py); threads and MKL_CBWR can
-            return ({**(stored.get(k) or {}), "workers": None} == {**(again.get(k) or {}), "workers": None})
-        return stored.get(k) == again.get(k)
-
-    return sorted(k for k in keys if not same(k))
-
-
-def numerics_shift(old: list[dict], new: list[dict], *, alpha: float = 0.05) -> list[dict]:
-    """What a numerics version bump moves: per cell and algorithm of ``new`` (dataset, model, ε, algorithm), the
-    per-seed difference new − old (the same run name and plan in both) of each estimator's Δ and of accuracy, with
-    its mean and two-sided t interval at ``alpha`` over the paired seeds. A bump that moves no result beyond chance
-    has intervals that hold 0; with fewer than 2 pairs there is no interval (``holds_zero`` None). A run of
-    ``new`` without its old twin is counted in ``unpaired``."""
-    import numpy as np
-    from scipy import stats
-
-    from ..audit.verdicts import ESTIMATORS
-
-    by_run = {s["run"]: s for s in old}
-    quantities = {f"Δ {est.replace('_', '-')} (pp)": (lambda s, a=attack: s["attacks"][a]["delta_pp"])
-                  for est, attack in ESTIMATORS.items()}
-    quantities["accuracy (pp)"] = lambda s: 100 * s["accuracy"]["mean"]
-
-    def arm(s: dict) -> tuple:
-        return s["dataset"], s["model"], float(s["epsilon"]), s["algorithm"]
-
-    rows = []
-    for key in sorted({arm(s) for s in new}):
-        runs = sorted((s for s in new if arm(s) == key), key=lambda s: s["seed"])
-        pairs = [(by_run[s["run"]], s) for s in runs if s["run"] in by_run]
-        for o, n in pairs:
-            if o["plan_sha256"] != n["plan_sha256"]:
-                raise ValueError(f"{n['run']}: not the same plan in both directories")
-        for label, get in quantities.items():
-            d = np.array([get(n) - get(o) for o, n in pairs], dtype=float)
-            k = len(d)
-            mean = float(d.mean()) if k else float("nan")
-            half = float(stats.t.ppf(1 - alpha / 2, k - 1) * d.std(ddof=1) / np.sqrt(k)) if k > 1 else float("nan")
-            rows.append({"dataset": key[0], "model": key[1], "epsilon": key[2], "algorithm": key[3],
-                         "quantity": label, "seeds": k, "unpaired": len(runs) - k,
-                         "versions": " / ".join(sorted({f"{o['numerics']} → {n['numerics']}" for o, n in pairs})),
-                         "mean": mean, "lo": mean - half, "hi": mean + half,
-                         "holds_zero": bool(mean - half <= 0 <= mean + half) if k > 1 else None})
-    return rows
-
-
-def main(argv: list[str] | None = None) -> int:
-    import argparse
-
-    from ..config import load_params
-
-    ap = argparse.ArgumentParser(prog="fairdp claims", description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    sub = ap.add_subparsers(dest="action", required=True)
-    r = sub.add_parser("run", help="run parts of the claims profile (from a pinned worktree)")
-    r.add_argument("parts", nargs="+", help="parts such as law_paper-lr-e10 or law_paper-lr-sgd; 'all' for every one")
-    r.add_argument("--params", default="params.yaml")
-    r.add_argument("--summaries", default=None,
-                   help="where the per-run summaries go (default reports/paper/<profile>)")
-    r.add_argument("--min-seeds", type=int, default=6, help="paired seeds before the power rule decides (default 6)")
-    r.add_argument("--allow-dirty", action="store_true", help="run from a checkout with uncommitted changes")
-    r.add_argument("--quiet", action="store_true", help="no progress bars")
-    r.add_argument("--workers", type=int, default=1,
-                   help="runs at a time, each in a one-thread worker on compute.backend (loky: processes here; ray: "
-                        "Ray tasks, at compute.ray_address); default 1, one after the other in this process")
-    o = sub.add_parser("runs", help="run these runs of the profile (no seed rule), e.g. at a new numerics version")
-    o.add_argument("names", nargs="+", help="run names (`fairdp grid` lists them)")
-    o.add_argument("--params", default="params.yaml")
-    o.add_argument("--summaries", required=True, help="where their summaries go")
-    o.add_argument("--workers", type=int, default=1, help="runs at a time (as for `run`)")
-    o.add_argument("--allow-dirty", action="store_true", help="run from a checkout with uncommitted changes")
-    v = sub.add_parser("verify", help="rerun committed summaries here and compare (all but their commit and times)")
-    v.add_argument("summaries", nargs="+", help="summary files (reports/paper/<profile>/<run>.json)")
-    v.add_argument("--params", default="params.yaml")
-    ns = sub.add_parser("numerics-shift", help="new − old of Δ and accuracy, per seed, for runs at two numerics "
-                        "versions (the same run names in two directories)")
-    ns.add_argument("old", help="directory of the summaries at the old version")
-    ns.add_argument("new", help="directory of the same runs at the new version")
-    ls = sub.add_parser("parts", help="list the profile's parts")
-    ls.add_argument("--params", default="params.yaml")
-    args = ap.parse_args(argv)
-    if args.action == "numerics-shift":
-        read = [[json.loads(f.read_text()) for f in sorted(Path(d).glob("*.json"))] for d in (args.old, args.new)]
-        print("| cell | algorithm | quantity | versions | seeds | new − old | 95% t interval | holds 0 |")
-        print("|---|---|---|---|---|---|---|---|")
-        for r in numerics_shift(*read):
-            verdict = {True: "yes", False: "NO", None: "n/a (under 2 pairs)"}[r["holds_zero"]]
-            ci = "—" if r["holds_zero"] is None else f"[{r['lo']:+.3f}, {r['hi']:+.3f}]"
-            print(f"| {r['dataset']} {r['model']} ε {r['epsilon']:g} | {r['algorithm']} | {r['quantity']} | "
-                  f"{r['versions']} | {r['seeds']}" + (f" ({r['unpaired']} unpaired)" if r["unpaired"] else "")
-                  + f" | {r['mean']:+.3f} | {ci} | {verdict} |")
-        return 0
-    params = load_params(args.params)
-    if not params.profile.startswith(CAMPAIGN_PREFIX):
-        raise ConfigError(f"{args.params}: profile {params.profile!r}; the campaign runs the profiles named "
-                          f"{'* or '.join(CAMPAIGN_PREFIX)}* (`fairdp use-profile claims` in its worktree)")
-    if args.action == "parts":
-        for p in parts(params):
-            print(p, sum(len(v) for v in part_runs(params, p).values()), "runs at most")
-        return 0
-    if args.action == "verify":
-        import tempfile
-
-        stored = {}
-        for f in args.summaries:  # every file read and checked before any run
-            try:
-                stored[f] = json.loads(Path(f).read_text())
-            except (OSError, ValueError) as e:
-                raise ConfigError(f"{f}: not a readable summary ({e})") from None
-            check_verifiable(params, stored[f])
-        os.environ.setdefault("OMP_NUM_THREADS", "1")  # as the campaign runs
-        bad = 0
-        with tempfile.TemporaryDirectory() as work:
-            for s in stored.values():
-                diff = verify_run(params, s, Path(work))
-                bad += bool(diff)
-                print(f"{s['run']}: " + (f"DIFFERS in {', '.join(diff)}" if diff else
-                                         f"reproduces (every field but {' and '.join(NOT_REPRODUCED)})"), flush=True)
-        return 1 if bad else 0
-    if args.workers < 1:
-        raise ConfigError(f"--workers {args.workers}: need at least 1")
-    if args.action == "runs":
-        args.names = list(dict.fromkeys(args.names))  # a name given twice runs once
-    if args.action == "run" and args.min_seeds < 1:
-        raise ConfigError(f"--min-seeds {args.min_seeds}: at least 1")
-    unknown = [n for n in args.names if n not in params.runs] if args.action == "runs" else []
-    if unknown:  # every name checked before any work
-        raise ConfigError(f"{', '.join(unknown)}: not runs of profile {params.profile!r}")
-    todo = [] if args.action == "runs" else parts(params) if args.parts == ["all"] else args.parts
-    for p in todo:
-        part_runs(params, p)
-    commit = checkout_commit(params.base_dir, allow_dirty=args.allow_dirty)
-    summaries = Path(args.summaries) if args.summaries else params.resolve(f"reports/paper/{params.profile}")
-    os.environ.setdefault("OMP_NUM_THREADS", "1")  # before any worker starts: they inherit it
-    pool = (CampaignPool(args.workers, params.compute.backend, params.compute.ray_address)
-            if args.workers > 1 else None)
-
-    def say(line: str) -> None:  # a line per finished run, flushed: the campaign's log is a file
-        print(line, flush=True)
-
-    if args.action == "runs":
-        by_part: dict[str, list[str]] = {}
-        for n in args.names:
-            by_part.setdefault(_part_of(params.runs[n].model_dump()), []).append(n)
-        for part, names in by_part.items():
-            _run_wave(params, part, names, summaries, commit=commit, progress=pool is None, pool=pool, log=say)
-        return 0
-    for p in todo:
-        t0 = time.perf_counter()
-        got = run_part(params, p, summaries, commit=commit, min_seeds=args.min_seeds,
-                       progress=not args.quiet and pool is None, pool=pool, log=say)
-        print(f"{p}: {len(got)} runs, {(time.perf_counter() - t0) / 60:.1f} min", flush=True)
-    return 0

@@ -156,7 +156,7 @@ def _config(params: Params, dataset: str, seed: int, data, *, model: str, epsilo
             quantile: float) -> dict:
     """Both arms of one (dataset, seed): tune C, train, audit."""
     from ..engine import train_bank
-    from ..engine.trainer import spec_fields
+    from ..engine.spec import spec_fields
     from ..seeding import derive_seed
     from ..stages.design import write_design
     from ..stages.plan import attack_plan, train_plan
