@@ -106,7 +106,7 @@ BREAKAGES = (
              "noise = noise_bank.next() * std[:, None] * (w.sum(1, keepdim=True) > 0)"),
     Breakage("bounds updated before the step's noise is scaled", "fairdp_core/engine/trainer.py",
              "std = policy.noise_std()  #", "policy.update(norms, gb, w)\n                std = policy.noise_std()  #"),
-    Breakage("release key ignores the target ε", "fairdp_core/engine/trainer.py",
+    Breakage("release key ignores the target ε", "fairdp_core/engine/spec.py",
              "blob = json.dumps(spec_fields(spec),",
              "blob = json.dumps({k: v for k, v in spec_fields(spec).items() if k != 'target_epsilon'},"),
     Breakage("count noise drawn from the gradient-noise stream", "fairdp_core/rules/dpsgd_s.py",
