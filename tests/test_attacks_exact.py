@@ -295,3 +295,34 @@ def test_blocked_error_paths(monkeypatch, n_threads):
     want = np.argsort(-s[:, 0], kind="stable")
     assert np.array_equal(order, want) and np.array_equal(s_sorted, s[want, 0])
     assert np.array_equal(cut_ok[:-1], s_sorted[:-1] != s_sorted[1:]) and cut_ok[-1]
+
+
+def test_a_registered_attack_is_audited_labelled_and_drawn(monkeypatch):
+    """An attack is one registry entry: registered (here a toy that calls IN every record above its column's mean),
+    `audit()` runs it beside the others with its intervals, and the figures read its label, colour and tick from the
+    registry; the shipped attacks' results are unchanged by its presence (it runs last, after their permutations)."""
+    import pandas as pd
+
+    from fairdp_core.audit.inference import prediction_contributions
+    from fairdp_core.audit.run import ATTACKS, REGISTRY, Attack, audit
+    from fairdp_core.reporting import plots
+
+    s, mem, g = _bank(4, 8, 120)
+    kw = dict(alpha=0.05, n_perm=20, n_null=2, stats_seed=3, delta=1e-5)
+    before = audit(-np.abs(s), s, mem, g, ["a", "b", "c"], **kw)
+    toy = Attack("toy_mean", "Toy above-the-mean", "#123456", "TOY",
+                 contributions=lambda b: prediction_contributions(b.phi >= b.phi.mean(0), b.mem))
+    monkeypatch.setitem(REGISTRY, toy.name, toy)
+    res = audit(-np.abs(s), s, mem, g, ["a", "b", "c"], **kw, attacks=(*ATTACKS, "toy_mean"))
+    assert "toy_mean" in res.attacks and res.attacks["toy_mean"]["gpr_lo"] is not None
+    assert res.records["toy_mean"].shape == (120,)
+    for name in ATTACKS:
+        assert res.attacks[name]["delta_pp"] == before.attacks[name]["delta_pp"], name
+    assert plots.ATTACK_LABELS["toy_mean"] == "Toy above-the-mean" and plots._color("Toy above-the-mean") == "#123456"
+    df = pd.DataFrame({"setting": "x", "eps_label": "ε = 1", "attack_label": ["Toy above-the-mean", "PA-GA"],
+                       "label": "DP-SGD", "delta_pp": [1.0, 2.0], "null_floor_pp": [0.1, 0.1]})
+    fig = plots.delta_by_attack(df)
+    ticks = {t.get_text() for ax in fig.axes for t in ax.get_xticklabels()}
+    assert "TOY" in ticks
+    with pytest.raises(ValueError, match="unknown attacks"):
+        audit(-np.abs(s), s, mem, g, ["a", "b", "c"], **kw, attacks=("nosuch",))

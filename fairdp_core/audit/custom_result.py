@@ -16,8 +16,11 @@ from ..atomic import jsonable, write_managed_dir
 __all__ = ["CustomAudit"]
 
 
-ROC_ATTACKS = {"lira_online": "LiRA online", "rmia": "RMIA", "rmia_offline": "RMIA offline",
-               "alooa": "loss (PA-ALOOA's signal)"}
+def roc_title(attack: str) -> str:
+    """The ROC panel's title: the attack's label from the registry, or the loss score PA-ALOOA thresholds."""
+    from .run import REGISTRY
+
+    return "loss (PA-ALOOA's signal)" if attack == "alooa" else REGISTRY[attack].label if attack in REGISTRY else attack
 
 
 @dataclass
@@ -174,7 +177,7 @@ def roc_figure(roc: pd.DataFrame):
             if j:
                 ax.set(xscale="log", yscale="log", xlim=(1e-4, 1), ylim=(1e-4, 1))
             ax.set(xlabel="false-positive rate", ylabel="true-positive rate",
-                   title=f"{ROC_ATTACKS.get(a, a)}" + (" (log scale)" if j else ""))
+                   title=roc_title(a) + (" (log scale)" if j else ""))
         axes[i, 1].legend(fontsize=8, loc="lower right")
     fig.tight_layout()
     return fig

@@ -131,9 +131,13 @@ class Attack:
     ``advantage``: the per-record advantage [m] directly (an estimator not of that form: a point estimate, no
     interval). Exactly one of the two is given. ``null_floor``: replaces the permutation floor where the attack's
     fit depends on the groups. ``group_intervals`` / ``test_delta``: whether its per-group intervals and its test of
-    Δ > 0 are reported (``note`` says why not). ``min_models``: left out of smaller banks."""
+    Δ > 0 are reported (``note`` says why not). ``min_models``: left out of smaller banks. ``label``, ``color`` and
+    ``short`` (a figure's tick): how every report names and draws it (fairdp_core/reporting/plots.py reads them here)."""
 
     name: str
+    label: str
+    color: str
+    short: str
     contributions: Callable[[Bank], np.ndarray] | None = None
     advantage: Callable[[Bank], np.ndarray] | None = None
     null_floor: Callable[[Bank], float] | None = None
@@ -155,24 +159,26 @@ class Attack:
 # the record is OUT of, with the paper's correction a) and a population of the model's OUT records (of the other
 # half of the audited records); its threshold is cross-fitted like PA-ALOOA's.
 REGISTRY: dict[str, Attack] = {a.name: a for a in (
-    Attack("alooa_cross_fit", contributions=lambda b: cross_fit_contributions(b.scores, b.mem)),
-    Attack("alooa_in_sample", advantage=lambda b: record_advantage(b.scores, b.mem, estimator="in_sample",
-                                                                     presorted=b.columns_sorted)),
-    Attack("alooa_null_corrected", advantage=lambda b: record_advantage(b.scores, b.mem, estimator="null_corrected",
-                                                                          rng=b.rng, n_null=b.n_null,
-                                                                          presorted=b.columns_sorted)),
-    Attack("ga", contributions=lambda b: prediction_contributions(b.ga(), b.mem)),
-    Attack("gba", contributions=lambda b: prediction_contributions(b.gba(), b.mem),
+    Attack("alooa_cross_fit", "PA-ALOOA cross-fitted", "#0072B2", "CF",
+           contributions=lambda b: cross_fit_contributions(b.scores, b.mem)),
+    Attack("alooa_in_sample", "PA-ALOOA in-sample (paper)", "#56B4E9", "IS",
+           advantage=lambda b: record_advantage(b.scores, b.mem, estimator="in_sample", presorted=b.columns_sorted)),
+    Attack("alooa_null_corrected", "PA-ALOOA null-corrected", "#003f63", "NC",
+           advantage=lambda b: record_advantage(b.scores, b.mem, estimator="null_corrected", rng=b.rng,
+                                                n_null=b.n_null, presorted=b.columns_sorted)),
+    Attack("ga", "PA-GA", "#009E73", "GA", contributions=lambda b: prediction_contributions(b.ga(), b.mem)),
+    Attack("gba", "PA-GBA", "#E69F00", "GBA", contributions=lambda b: prediction_contributions(b.gba(), b.mem),
            null_floor=Bank.gba_floor, test_delta=False,
            note="per-group thresholds: Δ > 0 without leakage; compare with null_floor_pp"),
-    Attack("lira_online", contributions=lambda b: prediction_contributions(b.lira_online >= 0, b.mem),
-           group_intervals=False,
+    Attack("lira_online", "LiRA online", "#CC79A7", "LiRA\non",
+           contributions=lambda b: prediction_contributions(b.lira_online >= 0, b.mem), group_intervals=False,
            note="per-group GPR intervals not reported: they undercover in simulation (down to 0.86, "
                 "reports/coverage/attack_coverage.md); the contrasts and Δ's interval cover"),
-    Attack("lira_offline", contributions=lambda b: prediction_contributions(b.lira_offline >= 0, b.mem)),
-    Attack("rmia", contributions=lambda b: cross_fit_contributions(b.rmia, b.mem)),
-    Attack("rmia_offline", contributions=lambda b: cross_fit_contributions(b.rmia_offline, b.mem),
-           min_models=OFFLINE_RMIA_MIN_MODELS),
+    Attack("lira_offline", "LiRA offline", "#882255", "LiRA\noff",
+           contributions=lambda b: prediction_contributions(b.lira_offline >= 0, b.mem)),
+    Attack("rmia", "RMIA", "#44AA99", "RMIA", contributions=lambda b: cross_fit_contributions(b.rmia, b.mem)),
+    Attack("rmia_offline", "RMIA offline", "#AA3377", "RMIA\noff",
+           contributions=lambda b: cross_fit_contributions(b.rmia_offline, b.mem), min_models=OFFLINE_RMIA_MIN_MODELS),
 )}
 ATTACKS = tuple(REGISTRY)
 INTERVALS = tuple(a.name for a in REGISTRY.values() if a.contributions is not None)
@@ -249,14 +255,14 @@ def _low_fpr(bank: Bank, names: list[str], *, alpha: float, delta: float) -> tup
 
 def audit(loss: np.ndarray, phi: np.ndarray, mem: np.ndarray, g: np.ndarray, names: list[str], *, alpha: float,
           n_perm: int, n_null: int, stats_seed, delta: float, attacks: tuple[str, ...] = ATTACKS) -> AuditResult:
-    """Every attack of ``attacks`` (a subset of :data:`ATTACKS`; those needing more models than the bank has are
-    left out) and its statistics on one bank: ``loss`` and ``phi`` [M, m] on the audited records, ``mem`` [M, m]
-    their membership, ``g`` [m] their groups (0..K−1, named ``names``). Attacks run in the registry's order and draw
-    their permutations from one generator seeded by ``stats_seed``, so a subset changes the later attacks'
-    permutations: results are comparable only between runs of the same subset."""
-    unknown = set(attacks) - set(ATTACKS)
+    """Every attack of ``attacks`` (registered names; default :data:`ATTACKS`, the registry as shipped; those needing
+    more models than the bank has are left out) and its statistics on one bank: ``loss`` and ``phi`` [M, m] on the
+    audited records, ``mem`` [M, m] their membership, ``g`` [m] their groups (0..K−1, named ``names``). Attacks run
+    in the registry's order and draw their permutations from one generator seeded by ``stats_seed``, so a subset
+    changes the later attacks' permutations: results are comparable only between runs of the same subset."""
+    unknown = set(attacks) - set(REGISTRY)
     if unknown:
-        raise ValueError(f"unknown attacks {sorted(unknown)} (known: {', '.join(ATTACKS)})")
+        raise ValueError(f"unknown attacks {sorted(unknown)} (known: {', '.join(REGISTRY)})")
     K = len(names)
     bank = Bank(loss=loss, phi=phi, mem=mem, g=g, K=K, rng=np.random.default_rng(stats_seed), n_null=n_null)
     records = pd.DataFrame({"group": g, "group_name": [names[k] for k in g]})
@@ -266,7 +272,7 @@ def audit(loss: np.ndarray, phi: np.ndarray, mem: np.ndarray, g: np.ndarray, nam
     t0 = time.perf_counter()
     ordered_map(lambda mode: getattr(bank, mode), ("lira_online", "lira_offline"))
     timings["lira_scores_s"] = time.perf_counter() - t0
-    for attack in (REGISTRY[a] for a in ATTACKS if a in attacks):
+    for attack in (a for name, a in REGISTRY.items() if name in attacks):  # the registry's order
         if mem.shape[0] < attack.min_models:
             continue
         t0 = time.perf_counter()

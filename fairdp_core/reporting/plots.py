@@ -24,7 +24,8 @@ import seaborn as sns
 
 __all__ = [
     "ALGORITHM_COLORS",  # noqa: F822 - the module's __getattr__ builds it on first use
-    "ATTACK_COLORS", "ATTACK_LABELS", "claims_forest", "delta_by_attack", "delta_vs_epsilon", "estimator_distributions",
+    "ATTACK_COLORS", "ATTACK_LABELS", "ATTACK_SHORT",  # noqa: F822 - from the attack registry, on each access
+    "claims_forest", "delta_by_attack", "delta_vs_epsilon", "estimator_distributions",
     "fairness_grid", "gpr_grid", "leveling_grid", "looa_vs_alooa", "pareto", "sweep_lines",
 ]
 
@@ -56,24 +57,27 @@ def _algorithm_colors() -> dict[str, str]:
 _ALGORITHM_COLORS: dict[str, str] | None = None
 
 
+def _attack_tables() -> dict[str, dict[str, str]]:
+    """Each attack's label (by name), colour and short tick (by label), read from the attack registry
+    (:data:`fairdp_core.audit.run.REGISTRY`) at each call, so an attack registered later is drawn too."""
+    from ..audit.run import REGISTRY
+
+    return {"ATTACK_LABELS": {n: a.label for n, a in REGISTRY.items()},
+            "ATTACK_COLORS": {a.label: a.color for a in REGISTRY.values()},
+            "ATTACK_SHORT": {a.label: a.short for a in REGISTRY.values()}}
+
+
 def __getattr__(name: str):
     """``plots.ALGORITHM_COLORS``: every algorithm's colour, by the labels the reports print
-    (results.ALGORITHM_LABELS)."""
+    (results.ALGORITHM_LABELS); ``plots.ATTACK_LABELS``, ``ATTACK_COLORS``, ``ATTACK_SHORT``: from the attack
+    registry."""
     if name == "ALGORITHM_COLORS":
         return _algorithm_colors()
+    if name in ("ATTACK_LABELS", "ATTACK_COLORS", "ATTACK_SHORT"):
+        return _attack_tables()[name]
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-ATTACK_LABELS = {
-    "alooa_cross_fit": "PA-ALOOA cross-fitted", "alooa_in_sample": "PA-ALOOA in-sample (paper)",
-    "alooa_null_corrected": "PA-ALOOA null-corrected", "ga": "PA-GA", "gba": "PA-GBA",
-    "lira_online": "LiRA online", "lira_offline": "LiRA offline", "rmia": "RMIA", "rmia_offline": "RMIA offline",
-}
-ATTACK_COLORS = {
-    "PA-ALOOA cross-fitted": "#0072B2", "PA-ALOOA in-sample (paper)": "#56B4E9", "PA-ALOOA null-corrected": "#003f63",
-    "PA-GA": "#009E73", "PA-GBA": "#E69F00", "LiRA online": "#CC79A7", "LiRA offline": "#882255", "RMIA": "#44AA99",
-    "RMIA offline": "#AA3377",
-}
 _OTHER = ["#999933", "#44AA99", "#AA4499", "#332288", "#DDCC77", "#117733"]
 # groups (not algorithms): Tol's muted palette, ordered so that the first two contrast
 GROUP_COLORS = ["#332288", "#DDAA33", "#44AA99", "#CC6677", "#88CCEE", "#882255", "#117733", "#999933", "#AA4499",
@@ -90,8 +94,9 @@ def _color(label: str) -> str:
         return _algorithm_colors()[label]
     if label in EPSILON_COLORS:
         return EPSILON_COLORS[label]
-    if label in ATTACK_COLORS:
-        return ATTACK_COLORS[label]
+    attack_colors = _attack_tables()["ATTACK_COLORS"]
+    if label in attack_colors:
+        return attack_colors[label]
     return _OTHER[sum(map(ord, label)) % len(_OTHER)]
 
 
@@ -227,17 +232,13 @@ def leveling_grid(df: pd.DataFrame, *, title: str = "", n_cols: int = 4) -> plt.
     return _tag(fig, ["DP-SGD-S"])
 
 
-ATTACK_SHORT = {"PA-ALOOA cross-fitted": "CF", "PA-ALOOA in-sample (paper)": "IS",
-                "PA-ALOOA null-corrected": "NC", "PA-GA": "GA", "PA-GBA": "GBA", "LiRA online": "LiRA\non",
-                "LiRA offline": "LiRA\noff", "RMIA": "RMIA", "RMIA offline": "RMIA\noff"}
-
-
 def delta_by_attack(df: pd.DataFrame, y: str = "delta_pp", *, floor: str | None = "null_floor_pp",
                     ylabel: str = "Δ (pp)", title: str = "") -> plt.Figure:
     """One panel per setting × ε: ``y`` per attack (x, short names: CF cross-fitted, IS in-sample, NC
     null-corrected) and algorithm (bars), each with a black tick at its null floor. ``df``: setting, eps_label,
     attack_label, label, y (mean over seeds), floor."""
-    d = df.assign(attack_label=df["attack_label"].map(lambda a: ATTACK_SHORT.get(a, a)))
+    short = _attack_tables()["ATTACK_SHORT"]
+    d = df.assign(attack_label=df["attack_label"].map(lambda a: short.get(a, a)))
     return _bar_facets(d, "attack_label", y, None, None, ylabel=ylabel, floor=floor, upright=True, w=4.4, h=2.6,
                        title=title)
 
