@@ -1,5 +1,5 @@
 """Loaders for the datasets of the study (docs/study.md, 'Datasets and groups'), CIFAR-10 for the DP-SGD utility
-check, and their registry.
+check, and their registry; the image datasets' builders are in :mod:`fairdp_core.data.images`.
 
 Each builder reads verified raw files and returns a :class:`GroupedData`. A tabular dataset is encoded with its
 public schema (:class:`TabularSchema`, kept beside its builder): every categorical vocabulary and every numeric

@@ -1,4 +1,5 @@
-"""Running the report notebooks with papermill, rendering them to HTML (code hidden), and the index page."""
+"""The page registry (:data:`REPORTS`), and running its notebooks with papermill and rendering them to HTML (code
+hidden); the front page is built in :mod:`fairdp_core.reporting.index`."""
 
 from __future__ import annotations
 
