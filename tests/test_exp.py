@@ -107,7 +107,7 @@ def test_dvc_is_found_beside_python_or_named_before_any_edit(workspace, monkeypa
 @pytest.fixture(scope="module")
 def profile_texts(tmp_path_factory):
     """params.yaml as committed, and as `fairdp use-profile` writes every profile."""
-    from fairdp_core.cli.params import profile_names, use_profile
+    from fairdp_core.study.params_files import profile_names, use_profile
 
     d = tmp_path_factory.mktemp("profiles")
     texts = {"params.yaml": (ROOT / "params.yaml").read_text()}

@@ -179,9 +179,9 @@ def test_operating_point_wins_in_the_plan(tmp_path):
     import shutil
     from pathlib import Path
 
-    from fairdp_core.cli.params import use_profile
     from fairdp_core.config import load_params
     from fairdp_core.stages.plan import train_plan
+    from fairdp_core.study.params_files import use_profile
 
     root = Path(__file__).resolve().parents[1]
     shutil.copytree(root / "profiles", tmp_path / "profiles")

@@ -12,8 +12,9 @@ import sys
 import textwrap
 
 from ..config import ConfigError
+from ..study.params_files import PROFILES_DIR, profile_names, set_params, use_profile, write_generated
 from . import campaign, custom, maintenance, params, study
-from .params import EXP_SHOW_DROP, PROFILES_DIR, exp_run, profile_names, set_params, use_profile, write_generated
+from .params import EXP_SHOW_DROP, exp_run
 
 __all__ = ["AUDIENCES", "EXP_SHOW_DROP", "PROFILES_DIR", "build_parser", "exp_run", "main", "profile_names",
            "set_params", "use_profile", "write_generated"]

@@ -1,6 +1,7 @@
 """The study's campaigns: the claims and frontier runner (``claims``), the tuning grids (``tuning``), the clip-bound
-study and its DP tuner (``clip_study``, ``clip_tuning``), and the DVC plumbing they share (``profile_dir``,
-``lockfile``). Each module loads on first use."""
+study and its DP tuner (``clip_study``, ``clip_tuning``), the check of committed summaries (``verify``), the
+parameter files they write (``params_files``: profiles, runs.yaml) and the DVC plumbing they share
+(``profile_dir``, ``lockfile``). Each module loads on first use."""
 
 from __future__ import annotations
 

@@ -32,8 +32,8 @@ def _tracked(root: Path) -> list[str]:
 def prepare_profile_dir(root: str | os.PathLike, name: str, dest: str | os.PathLike | None = None) -> Path:
     """Create or refresh the profile's directory (default ``<root>/profile-runs/<name>``) and make its params.yaml
     the profile; returns the directory."""
-    from ..cli import profile_names, use_profile
     from ..config import ConfigError
+    from .params_files import profile_names, use_profile
 
     root = Path(root).resolve()
     if not (root / "profiles" / f"{name}.yaml").is_file():
