@@ -434,8 +434,8 @@ def frontier_section(points: pd.DataFrame, table: pd.DataFrame, cells: list[tupl
     n_run = table[table.axis == "accuracy"][["dataset", "model", "epsilon"]].drop_duplicates().shape[0]
     return (
         head + f"<p>{n_run} of {len(cells)} planned cells run so far. At equal accuracy (test accuracy, cross-fitted and "
-        f"in-sample must agree, Bonferroni over {FAMILY}): {html.escape(summary)}. The numbers, the mechanism and the "
-        "predictions are below, folded; the figure after them shows each cell's accuracy–Δ plane.</p>"
+        f"in-sample must agree, Bonferroni over {FAMILY}): {html.escape(summary)}. Numbers, mechanism and "
+        "predictions are folded below; the figure shows each cell's accuracy–Δ plane.</p>"
         "<details><summary>How Δ at equal accuracy is measured</summary>" + intro + "</details>"
         f"<details><summary>Cell by cell: {len(rows)} rows</summary>"
         "<table><caption>Each rule at its claims point, and the ablation (DP-SGD with fixed group bounds C0·min(2, "
