@@ -428,14 +428,18 @@ def frontier_section(points: pd.DataFrame, table: pd.DataFrame, cells: list[tupl
         line = _small_c_outcome(points, cell, (planned or {}).get(cell))
         if line:
             outcomes.append(f"<li>{DATASET_LABELS.get(cell[0], cell[0])} ε = {cell[2]:g}: {line}</li>")
+    acc_rows = table[table.axis == "accuracy"]
     summary = "; ".join(
         f"{SHORT[rule]}: " + ", ".join(f"{COUNT_LABEL.get(v, v)} {n}" for v, n in g.verdict.value_counts().items())
-        for rule, g in table[table.axis == "accuracy"].groupby("rule", sort=False))
-    n_run = table[table.axis == "accuracy"][["dataset", "model", "epsilon"]].drop_duplicates().shape[0]
+        for rule, g in acc_rows[acc_rows.verdict != "too few seeds"].groupby("rule", sort=False))
+    by_cell = acc_rows.groupby(["dataset", "epsilon"], sort=False).verdict
+    running = [f"{DATASET_LABELS.get(d, d)} ε = {e:g}" for (d, e), v in by_cell if (v == "too few seeds").all()]
+    n_done = by_cell.ngroups - len(running)
     return (
-        head + f"<p>{n_run} of {len(cells)} planned cells run so far. At equal accuracy (test accuracy, cross-fitted and "
-        f"in-sample must agree, Bonferroni over {FAMILY}): {html.escape(summary)}. Numbers, mechanism and "
-        "predictions are folded below; the figure shows each cell's accuracy–Δ plane.</p>"
+        head + f"<p>{n_done} of {len(cells)} planned cells complete" + (f" ({', '.join(running)} under way)"
+                                                                       if running else "")
+        + f". At equal accuracy (test accuracy, cross-fitted and in-sample agreeing, Bonferroni over {FAMILY}): "
+        f"{html.escape(summary)}. Numbers, mechanism and predictions are folded below.</p>"
         "<details><summary>How Δ at equal accuracy is measured</summary>" + intro + "</details>"
         f"<details><summary>Cell by cell: {len(rows)} rows</summary>"
         "<table><caption>Each rule at its claims point, and the ablation (DP-SGD with fixed group bounds C0·min(2, "
