@@ -391,7 +391,9 @@ def test_dry_lists_the_runs_a_params_edit_reruns_with_their_time(tmp_path, capsy
 
 
 # The code that only draws and writes the pages: editing it must rerun pages, never a bank
-REPORT_CODE = ["fairdp_core/reporting/pages.py", "fairdp_core/reporting/plots.py", "fairdp_core/reporting/helpers.py",
+REPORT_CODE = ["fairdp_core/reporting/pages.py", "fairdp_core/reporting/index.py", "fairdp_core/reporting/plots.py",
+               "fairdp_core/reporting/plots_beyond.py", "fairdp_core/reporting/claims_page.py",
+               "fairdp_core/reporting/helpers.py",
                "fairdp_core/reporting/checks.py", "fairdp_core/reporting/claims.py", "fairdp_core/reporting/frontier.py",
                "fairdp_core/reporting/results.py", "fairdp_core/beyond/tables.py", "fairdp_core/synth/report.py",
                "fairdp_core/stages/report.py", "fairdp_core/stages/index.py",

@@ -26,7 +26,8 @@ ESTIMATORS: tuple[str, ...] = ("in_sample", "cross_fit", "null_corrected")
 def sort_columns(scores: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Each column of scores [M, m] sorted once, descending (stable): (order, sorted scores, where a cut after
     position k separates two distinct scores). Labels change between calls of :func:`best_cut`, the sort does not.
-    Blocks of columns are sorted on :func:`threads` threads (a stable sort has one answer, whatever the block)."""
+    Blocks of columns are sorted on :func:`~fairdp_core.audit.threads.threads` threads (a stable sort has one
+    answer, whatever the block)."""
     s = np.asarray(scores, dtype=np.float64)
     order = np.empty(s.shape, dtype=np.intp)
     s_sorted = np.empty_like(s)

@@ -116,7 +116,8 @@ class Bank:
 
     def gba_floor(self) -> float:
         """PA-GBA's null floor: its per-group thresholds refitted on permuted group labels (the rows sorted once).
-        The permutations are drawn in order here; the refits run on threads (:func:`~.attacks.ordered_map`)."""
+        The permutations are drawn in order here; the refits run on threads
+        (:func:`~fairdp_core.audit.threads.ordered_map`)."""
         perms = [self.rng.permutation(self.g) for _ in range(self.n_null)]
         floors = ordered_map(lambda pg: delta_pp(gpr(self.gba(pg, advantage=True), pg, self.K)), perms)
         return float(np.mean(floors))

@@ -19,7 +19,8 @@ def _cmd_pilot_summary(args: argparse.Namespace) -> int:
 
 
 def claims_main(argv: list[str] | None = None) -> int:
-    """``fairdp claims``: run, rerun, verify and compare the campaign's per-run summaries (fairdp_core/study/claims.py)."""
+    """``fairdp claims``: run, rerun, verify and compare the campaign's per-run summaries
+    (fairdp_core/study/claims.py, verify.py)."""
     import json
     import os
     import time

@@ -42,11 +42,6 @@ class ConfigError(ValueError):
     """params.yaml is wrong; the message names the file and the key path."""
 
 
-# The clipping rules params.yaml accepts: the modules of fairdp_core/rules/ (one per rule, named as the rule; the
-# registry checks the names). Read from the file names, not imported: every stage loads this module, and the data
-# stages must not depend on the training code (and torch) that the rule modules hold.
-
-
 class TrainOverride(_Strict):
     """Per ``<dataset>-<model>`` changes to the training defaults; a ``<dataset>-<model>-<algorithm>`` entry
     changes them for one algorithm (each algorithm at its own tuned setting) and wins over the first."""

@@ -99,7 +99,7 @@ def build_index(params: Params, *, first_screen: str = "", claims: str = "") -> 
     reports/main_table.csv and reports/metrics.json (DVC metrics)."""
     df = _grid_run_table(params)  # read once: the main table and the findings box share it
     agg = main_table(params, df=df)
-    evidence: list[dict] = []  # the paper's claims are decided by the claims campaign only (claims_report)
+    evidence: list[dict] = []  # the paper's claims are decided by the claims campaign only (reporting.claims)
     links = "".join(f'<li><a href="{r.name}.html">{r.title}</a>: {html.escape(r.question)}</li>'
                     for r in REPORTS.values())
     design = (f"Audit: PA-ALOOA, cross-fitted estimator, {params.audit.m} audited records, 2R = {2 * params.audit.R} "

@@ -428,7 +428,7 @@ def claims_forest(df: pd.DataFrame, *, rules: dict[str, str], cell_label) -> plt
     """The claims campaign at a glance: one panel per rule (``rules``: rule -> panel title), one row per cell
     (``cell_label(dataset, model, epsilon)``), the paired difference Δ(rule) − Δ(DP-SGD) in pp with its Bonferroni
     95% interval under both estimators (in-sample: filled circle; cross-fitted: open square), in the rule's colour.
-    Cells that are not like-for-like tests are drawn faint. ``df``: the claims table (claims_report.claims_frame)."""
+    Cells that are not like-for-like tests are drawn faint. ``df``: the claims table (reporting.claims.claims_frame)."""
     from .results import ALGORITHM_LABELS
 
     cells = list(dict.fromkeys((r.dataset, r.model, r.epsilon) for r in df.itertuples()))

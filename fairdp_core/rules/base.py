@@ -42,7 +42,7 @@ if TYPE_CHECKING:
 
     from .policy import ClipPolicy
 
-# The engine's TrainSpec (fairdp_core.engine.trainer), by name only: the rules sit below the engine and never import it.
+# The engine's TrainSpec (fairdp_core.engine.spec), by name only: the rules sit below the engine and never import it.
 TrainSpec = Any
 
 __all__ = ["COMMON_ASSUMPTIONS", "RULE_FIELDS", "CountRule", "Rule", "RuleView", "Sigmas", "count_sigmas",
