@@ -345,7 +345,7 @@ def _cifar_archive(path, *, per_batch: int = 6, n_test: int = 10, seed: int = 0,
 
 def test_cifar10_reader_keeps_the_pixel_layout(tmp_path):
     """Row-major R, G, B planes of 32x32: value k of a row lands at channel k // 1024, pixel (k % 1024) // 32, k % 32."""
-    from fairdp_core.data.images import read_cifar10
+    from fairdp_core.data.sets.cifar10 import read_cifar10
 
     members = _cifar_archive(tmp_path / "c.tar.gz")
     Xtr, ytr, Xte, yte = read_cifar10(tmp_path / "c.tar.gz")
@@ -363,7 +363,7 @@ def test_cifar10_reader_refuses_a_pickle_that_runs_code(tmp_path):
     import os
     import pickle
 
-    from fairdp_core.data.images import read_cifar10
+    from fairdp_core.data.sets.cifar10 import read_cifar10
 
     class Evil:
         def __reduce__(self):
@@ -379,10 +379,12 @@ def test_cifar10_loader_checks_the_hash_and_trains_the_gpu_profiles_cnn_end_to_e
     """The loader fetches cifar10 from a mirror, refuses it under the canonical hash (naming the path and the expected
     sha256), accepts it under its own, prepares it, and the utility stage trains the CIFAR CNN (GroupNorm) non-private
     and with DP-SGD on it, with ε from the accountant at most the target."""
+    from dataclasses import replace
+
     import yaml
 
     from fairdp_core.config import load_params
-    from fairdp_core.data import sources as src_mod
+    from fairdp_core.data.loaders import REGISTRY
     from fairdp_core.data.pipeline import prepare
     from fairdp_core.data.sources import ChecksumError, sha256_file
     from fairdp_core.stages.beyond import utility_run
@@ -402,10 +404,9 @@ def test_cifar10_loader_checks_the_hash_and_trains_the_gpu_profiles_cnn_end_to_e
     params = load_params(tmp_path / "params.yaml")
     with pytest.raises(ChecksumError, match="6d958be074577803d12ecdefd02955f39262c83c16fe9348329d7fe0b5c001ce"):
         prepare(params, "cifar10")
-    real = src_mod.checksums()
-    fake = {**real, "cifar10": {"cifar-10-python.tar.gz": {"bytes": archive.stat().st_size, "content_sha256": None,
-                                                             "sha256": sha256_file(archive)}}}
-    monkeypatch.setattr(src_mod, "checksums", lambda: fake)
+    spec = REGISTRY["cifar10"]  # the same dataset module, recording this archive's hash instead of the canonical one
+    raw = replace(spec.files[0], sha256=sha256_file(archive), nbytes=archive.stat().st_size)
+    monkeypatch.setitem(REGISTRY, "cifar10", replace(spec, files=(raw,)))
     data = prepare(params, "cifar10")
     assert data.input_shape == (3, 32, 32) and len(data.train) == 40 and len(data.test) == 12
     assert data.train.X.dtype == np.float32 and 0.0 <= data.train.X.min() and data.train.X.max() <= 1.0

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import shutil
+from dataclasses import replace
 
 import numpy as np
 import pandas as pd
@@ -13,7 +14,6 @@ from fairdp_core.config import load_params
 from fairdp_core.data import (
     ChecksumError,
     MissingDataError,
-    RawFile,
     Sources,
     load,
     load_dataset,
@@ -21,8 +21,7 @@ from fairdp_core.data import (
     sha256_file,
 )
 from fairdp_core.data.base import NumericColumn, TabularSchema, encode_with_schema
-from fairdp_core.data.loaders import REGISTRY
-from fairdp_core.data.sources import checksums
+from fairdp_core.data.loaders import REGISTRY, checksums
 
 
 @pytest.fixture(scope="module")
@@ -48,7 +47,7 @@ def loaded(params):
 
 
 def test_recorded_checksums_match_source_md(mirror):
-    """checksums.json was taken from SOURCE.md; the mirror's files carry exactly those hashes."""
+    """The dataset modules' sha256 values were taken from SOURCE.md; the mirror's files carry exactly those hashes."""
     for folder, files in checksums().items():
         if folder == "cifar10":  # not in the mirror: its hash is the canonical archive's, tested apart
             assert set(files) == {"cifar-10-python.tar.gz"}
@@ -207,11 +206,11 @@ def test_adult_schema_is_adult_names(mirror):
 
 def test_adult_encoding_ignores_any_one_training_record(loaded, mirror):
     """The Holand-Netherlands record, or the largest capital-gain or fnlwgt, changes nothing else when removed."""
-    from fairdp_core.data.loaders import _adult_frames
+    from fairdp_core.data.sets.adult import adult_frames
 
     d, schema = loaded["adult"], REGISTRY["adult"].schema
     assert "native-country=Holand-Netherlands" in d.feature_names
-    tr, te, _ = _adult_frames({f: mirror / "adult" / f for f in ("adult.data.gz", "adult.test.gz")})
+    tr, te, _ = adult_frames({f: mirror / "adult" / f for f in ("adult.data.gz", "adult.test.gz")})
     Xtr, Xte, names, _ = encode_with_schema(tr, te, schema=schema)
     assert tuple(names) == d.feature_names  # the loader encodes exactly so
     np.testing.assert_array_equal(Xtr, d.train.X)
@@ -302,7 +301,7 @@ def test_download_path_verifies_uncompressed_canonical_file(tmp_path, mirror):
     canon = tmp_path / "canonical" / "compas.csv"
     canon.parent.mkdir()
     canon.write_bytes(gzip.open(mirror / "compas" / "compas-scores-two-years.csv.gz").read())
-    raw = RawFile("compas", "compas-scores-two-years.csv.gz", (canon.as_uri(),))
+    raw = replace(REGISTRY["compas"].files[0], urls=(canon.as_uri(),))  # the recorded hashes, a local "download"
     src = Sources(raw_dir=tmp_path / "raw", mirror=None, download=True)
     got = src.fetch(raw)
     assert gzip.open(got).read() == canon.read_bytes()
@@ -342,20 +341,27 @@ def test_prepare_writes_atomically(params, tmp_path, monkeypatch):
     assert not [p for p in out.parent.iterdir() if p.name.startswith(".compas")]
 
 
-def test_params_schema_names_the_registrys_datasets_and_groups():
-    """params.yaml is validated against data/names.py (no loader import); it must agree with the registry."""
-    from fairdp_core.data.loaders import REGISTRY
-    from fairdp_core.data.names import DATASET_GROUPS
+def test_params_are_validated_against_the_registry_without_importing_pandas():
+    """Loading params.yaml checks every dataset and group against the registry (the dataset modules), and neither that
+    nor the registry imports pandas (a builder does, when it runs)."""
+    import subprocess
+    import sys
 
-    assert {k: tuple(v.groups) for k, v in REGISTRY.items()} == DATASET_GROUPS
+    from .conftest import ROOT
+
+    code = ("import sys\nfrom fairdp_core.config import load_params\nfrom fairdp_core.data.loaders import REGISTRY\n"
+            "p = load_params('params.yaml')\nbases = {o.source or n for n, o in p.data.datasets.items()}\n"
+            "assert bases <= set(REGISTRY), bases\n"
+            "assert 'pandas' not in sys.modules, 'pandas imported'\nprint('ok', len(REGISTRY))")
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0 and out.stdout.startswith("ok 9"), out.stderr[-2000:]
 
 
 def test_dataset_class_counts_match_the_prepared_data(params):
-    """data/names.py's class counts (chance for the degenerate check) are those of the datasets as loaded."""
+    """The dataset modules' class counts (chance for the degenerate check) are those of the datasets as loaded."""
     from fairdp_core.config.sections import DatasetOptions
     from fairdp_core.data import sources_from_params
-    from fairdp_core.data.loaders import load_dataset
-    from fairdp_core.data.names import DATASET_CLASSES, DATASET_GROUPS
+    from fairdp_core.data.loaders import DATASET_CLASSES, DATASET_GROUPS, load_dataset
 
     assert set(DATASET_CLASSES) == set(DATASET_GROUPS)
     for name in sorted(set(DATASET_CLASSES) - {"cifar10"}):  # every dataset in the mirror (CIFAR-10 is not)
@@ -381,3 +387,91 @@ def test_law_paper_variant_is_the_papers_task(params):
     assert (d.train.X[white, -1] == 1).all() and (d.train.X[~white, -1] == 0).all()
     public = d.notes["public_schema"]
     assert public["categorical"] == {"race_white": ["0", "1"]} and list(public["numeric"]) == list(d.feature_names[:8])
+
+
+TOY_DATASET = '''"""A toy tabular dataset: five records per (group, label) cell, for the test that a dataset is one module.
+
+Origin: written by tests/test_data.py into the mirror it builds; no other source.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..base import NumericColumn, TabularSchema
+from ..sources import RawFile
+from ..spec import DatasetSpec, binary_groups, finish_tabular, mirror_hint
+
+SCHEMA = TabularSchema("toy", numeric={"x": NumericColumn(0, 10)}, categorical={"colour": ("red", "blue")})
+
+
+def build(spec, paths, opts, rng, group_attr, provenance):
+    import pandas as pd
+
+    df = pd.read_csv(paths["toy.csv"])
+    return finish_tabular(spec, opts, rng, df, None, target=lambda d: d["y"].to_numpy(np.int64),
+                          group_attr=group_attr, notes={"raw_rows": {"all": len(df)}}, provenance=provenance)
+
+
+DATASET = DatasetSpec(
+    "toy",
+    (RawFile("toy", "toy.csv", urls=(), how_to_get=mirror_hint("toy"), sha256="SHA", nbytes=NBYTES),),
+    {"colour": binary_groups("colour", "red", "not red", lambda s: s.eq("red"))},
+    build, label="Toy", n_classes=2, origin=__doc__, schema=SCHEMA)
+'''
+
+TOY_CHECK = '''
+import sys
+from fairdp_core.config import load_params
+from fairdp_core.data import load, prepare
+from fairdp_core.data.loaders import DATASET_CLASSES, DATASET_GROUPS, group_column
+from fairdp_core.reporting.results import DATASET_LABELS
+params = load_params(sys.argv[1])
+data = prepare(params, "toy")
+back = load(params.resolve(params.data.prepared_dir) / "toy")
+assert DATASET_GROUPS["toy"] == ("colour",) and DATASET_CLASSES["toy"] == 2 and DATASET_LABELS["toy"] == "Toy"
+assert back.group_names == ("red", "not red") and len(back.train) + len(back.test) == 20, back
+assert sorted(back.feature_names) == ["colour=blue", "colour=red", "x"], back.feature_names
+column, vocab, groups = group_column(back)
+assert column == "colour" and vocab == ("red", "blue") and list(groups) == [0, 1]
+print("ok", len(back.train), len(back.test))
+'''
+
+
+def test_a_new_dataset_is_one_module(tmp_path):
+    """Adding a dataset is one module: a copy of the package with one module dropped into data/sets/ (TOY_DATASET:
+    its raw file and sha256, groups, builder, public schema, label, class count and origin) is accepted by params'
+    schema, prepared from a mirror, labelled in the reports' tables and mapped back to its group column; no other
+    file is edited. A module whose raw file records no sha256 stops the registry with one line naming the module."""
+    import hashlib
+    import os
+    import subprocess
+    import sys
+
+    import yaml
+
+    from .conftest import ROOT
+
+    shutil.copytree(ROOT / "fairdp_core", tmp_path / "fairdp_core", ignore=shutil.ignore_patterns("__pycache__"))
+    mirror = tmp_path / "mirror"
+    (mirror / "toy").mkdir(parents=True)
+    rows = [f"{x},{c},{y}" for k, (c, y) in enumerate([(c, y) for c in ("red", "blue") for y in (0, 1)] * 5)
+            for x in [k % 10]]
+    raw = ("x,colour,y\n" + "\n".join(rows) + "\n").encode()
+    (mirror / "toy" / "toy.csv").write_bytes(raw)
+    module = tmp_path / "fairdp_core" / "data" / "sets" / "toy.py"
+    module.write_text(TOY_DATASET.replace("SHA", hashlib.sha256(raw).hexdigest()).replace("NBYTES", str(len(raw))))
+    params = {"seed": 3, "profile": "custom",
+              "data": {"mirror": str(mirror), "raw_dir": str(tmp_path / "raw"),
+                       "prepared_dir": str(tmp_path / "prepared"), "datasets": {"toy": {"test_fraction": 0.2}}}}
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(params))
+    env = {**os.environ, "PYTHONPATH": str(tmp_path)}
+    env.pop("FAIRDP_DATA_MIRROR", None)
+    out = subprocess.run([sys.executable, "-c", TOY_CHECK, str(tmp_path / "params.yaml")], cwd=tmp_path, env=env,
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0 and out.stdout.startswith("ok 16 4"), out.stderr[-2000:]
+
+    module.write_text(TOY_DATASET.replace('sha256="SHA"', 'sha256=""').replace("NBYTES", str(len(raw))))
+    out = subprocess.run([sys.executable, "-c", "import fairdp_core.data.loaders"], cwd=tmp_path, env=env,
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode != 0 and "dataset module fairdp_core.data.sets.toy: toy/toy.csv records no sha256" in out.stderr

@@ -54,7 +54,7 @@ class DataConfig(_Strict):
 
     @model_validator(mode="after")
     def _known_datasets(self) -> DataConfig:
-        from ..data.names import DATASET_GROUPS
+        from ..data.loaders import DATASET_GROUPS
 
         for name, opts in self.datasets.items():
             if opts.source is not None and opts.source not in DATASET_GROUPS:

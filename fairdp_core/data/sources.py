@@ -6,8 +6,8 @@ Where a file comes from, in order:
 2. a mirror directory (``data.mirror`` in params.yaml, or ``$FAIRDP_DATA_MIRROR``), copied into the cache;
 3. a download from the canonical source, only when ``data.download`` is true.
 
-Every file is checked against the sha256 recorded in ``checksums.json`` (taken from the mirror's ``SOURCE.md``
-files). A ``.gz`` file is also accepted when its *decompressed* bytes match the recorded content hash: that is
+Every file is checked against the sha256 its dataset module records (:class:`RawFile`, taken from the mirror's
+``SOURCE.md`` files). A ``.gz`` file is also accepted when its *decompressed* bytes match the recorded content hash: that is
 how a canonical uncompressed download (or LeCun's original MNIST ``.gz``) is verified against the same record.
 A file that fails verification is never copied into the cache and never parsed.
 """
@@ -17,13 +17,11 @@ from __future__ import annotations
 import gzip
 import hashlib
 import io
-import json
 import os
 import shutil
 import urllib.request
 import zipfile
 from dataclasses import dataclass
-from importlib import resources
 from pathlib import Path
 
 from ..atomic import atomic_path
@@ -34,7 +32,6 @@ __all__ = [
     "MissingDataError",
     "RawFile",
     "Sources",
-    "checksums",
     "sha256_file",
 ]
 
@@ -55,20 +52,22 @@ class ChecksumError(DataSourceError):
 class RawFile:
     """One raw file of a dataset: where it lives in the mirror and how to fetch it canonically.
 
-    ``urls``: canonical download locations. A URL ending in ``!a.zip!b.csv`` names members of (nested) zip
-    archives. ``how_to_get``: what to tell a user when the file cannot be found or downloaded.
+    ``sha256``/``nbytes``: the recorded file; ``content_sha256``: its decompressed bytes (``.gz`` files). ``urls``:
+    canonical download locations. A URL ending in ``!a.zip!b.csv`` names members of (nested) zip archives.
+    ``how_to_get``: what to tell a user when the file cannot be found or downloaded.
     """
 
     folder: str
     name: str
+    sha256: str
+    nbytes: int
+    content_sha256: str | None = None
     urls: tuple[str, ...] = ()
     how_to_get: str = ""
 
-
-def checksums() -> dict[str, dict[str, dict[str, object]]]:
-    """The recorded sizes and hashes, ``{folder: {file: {bytes, sha256, content_sha256}}}``."""
-    text = resources.files("fairdp_core.data").joinpath("checksums.json").read_text()
-    return json.loads(text)
+    def record(self) -> dict[str, object]:
+        """The recorded size and hashes, as ``{bytes, sha256, content_sha256}``."""
+        return {"bytes": self.nbytes, "sha256": self.sha256, "content_sha256": self.content_sha256}
 
 
 def sha256_file(path: str | os.PathLike, *, decompress: bool = False) -> str:
@@ -81,17 +80,9 @@ def sha256_file(path: str | os.PathLike, *, decompress: bool = False) -> str:
     return h.hexdigest()
 
 
-def _record(raw: RawFile) -> dict[str, object]:
-    try:
-        return checksums()[raw.folder][raw.name]
-    except KeyError:
-        raise DataSourceError(
-            f"no checksum recorded for {raw.folder}/{raw.name} in fairdp_core/data/checksums.json") from None
-
-
 def verify(path: Path, raw: RawFile) -> None:
     """Raise ChecksumError unless ``path`` holds the recorded bytes (or, for .gz, the recorded content)."""
-    rec = _record(raw)
+    rec = raw.record()
     got = sha256_file(path)
     if got == rec["sha256"]:
         return
@@ -171,7 +162,7 @@ class Sources:
             tried.append("(download disabled: set data.download: true in params.yaml to fetch " + ", ".join(raw.urls) + ")")
         else:
             tried.append("(no canonical download reproduces this file)")
-        rec = _record(raw)
+        rec = raw.record()
         raise MissingDataError(
             f"raw file {raw.folder}/{raw.name} not found (expected sha256 {rec['sha256']}). Tried:\n  "
             + "\n  ".join(tried)

@@ -319,7 +319,7 @@ def left_out_sentence(params: Params) -> str:
 
 def n_classes_of(params: Params, dataset: str) -> int:
     """The number of label classes of ``dataset`` (a study dataset, or a variant naming one with ``source``)."""
-    from ..data.names import DATASET_CLASSES
+    from ..data.loaders import DATASET_CLASSES
 
     opts = params.data.datasets.get(dataset)
     return DATASET_CLASSES[(opts.source if opts is not None else None) or dataset]

@@ -8,17 +8,18 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from ..data.loaders import REGISTRY
 from ..rules import LABELS
 
 __all__ = ["ALGORITHM_LABELS", "DATASET_LABELS", "MODEL_LABELS", "eps_label", "group_table", "load_summaries", "records",
            "run_label", "run_table", "setting_label"]
 
 ALGORITHM_LABELS = dict(LABELS)  # from the rule registry (fairdp_core.rules)
-DATASET_LABELS = {"adult": "Adult", "bank": "Bank", "credit": "Credit", "law": "Law", "law_paper": "Law (paper's task)",
-                  "compas": "COMPAS", "mnist": "MNIST", "utkface": "UTKFace", "adult_blind": "Adult (sex not an input)",
-                  "law_paper_blind": "Law (paper's task; race not an input)", "compas_blind": "COMPAS (race not an input)",
-                  "adult_small": "Adult (1,000 records, memorising)", "utkface_full": "UTKFace (all)",
-                  "mnist_full": "MNIST (60,000)"}
+# the registry's datasets (fairdp_core/data/sets: each module's label) and the profiles' variants of them
+DATASET_LABELS = {**{k: v.label for k, v in REGISTRY.items()},
+                  "adult_blind": "Adult (sex not an input)", "law_paper_blind": "Law (paper's task; race not an input)",
+                  "compas_blind": "COMPAS (race not an input)", "adult_small": "Adult (1,000 records, memorising)",
+                  "utkface_full": "UTKFace (all)", "mnist_full": "MNIST (60,000)"}
 MODEL_LABELS = {"lr": "LR", "mlp": "MLP", "cnn": "CNN", "cnn_relu": "CNN (ReLU)"}
 
 
