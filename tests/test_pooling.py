@@ -113,12 +113,13 @@ def test_mean_clipped_and_minimal_detectable_effect():
 def test_every_registered_report_has_a_stage_and_a_link():
     """The report registry is the one list: each entry has a dvc.yaml stage that writes reports/<name>.html and a
     notebook, the index links every entry, and CI's smoke check reads the registry."""
-    from fairdp_core.reporting.pages import REPORTS
+    from fairdp_core.reporting.pages import REPORTS, foreach_items
 
     stages = yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"]
     written = set()
     for st_ in stages.values():
-        items = st_.get("foreach") if isinstance(st_.get("foreach"), list) else [None]
+        items = foreach_items(ROOT, st_.get("foreach"))
+        items = items if isinstance(items, list) else [None]
         for item in items:
             for out in (st_.get("do", st_)).get("outs", []):
                 path = next(iter(out)) if isinstance(out, dict) else out
@@ -149,3 +150,64 @@ def test_no_run_is_left_out_silently():
         for name in ("group_gpr", "outcome_fairness", "audit_comparison"):
             assert REPORTS[name].runs == "membership"
             assert "Left out of this page" in (ROOT / "reports" / f"{name}.html").read_text(), name
+
+
+NEW_PAGE_ENTRY = '''    Report("toy_page", "A toy page", "Is a page one notebook and one registry entry?",
+           parameters=lambda p: {"seed": p.seed}),
+'''
+
+
+def test_a_new_report_is_a_notebook_and_one_registry_entry(tmp_path):
+    """Adding a page to the shared report stage is a notebook plus one entry in reporting/registry.py: in a copy of
+    the project with both added and nothing else edited, `fairdp grid --write` puts the page into runs.yaml, DVC
+    then defines report@toy_page writing reports/toy_page.html with the shared stage's code deps, the page's stamp
+    reads that stage's code (notebook included), and the index links it. The committed runs.yaml is the registry's
+    list, and a runs.yaml without it is refused with one line."""
+    import os
+    import shutil
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from fairdp_core.config import ConfigError, load_params
+    from fairdp_core.reporting.registry import REPORT_STAGE_PAGES
+
+    assert yaml.safe_load((ROOT / "runs.yaml").read_text())["pages"] == list(REPORT_STAGE_PAGES)
+    assert yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"]["report"]["foreach"] == "${pages}"
+    for f in ("params.yaml", "dvc.yaml", "runs.yaml"):
+        shutil.copy(ROOT / f, tmp_path / f)
+    shutil.copytree(ROOT / "fairdp_core", tmp_path / "fairdp_core", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(ROOT / "notebooks", tmp_path / "notebooks", ignore=shutil.ignore_patterns(".ipynb_checkpoints"))
+    (tmp_path / "notebooks" / "toy_page.py").write_text("# %% tags=['parameters']\nseed = 0\n# %%\nprint(seed)\n")
+    registry = tmp_path / "fairdp_core" / "reporting" / "registry.py"
+    text = registry.read_text()
+    anchor = "\n)}\nNOTEBOOKS = tuple(REPORTS)"
+    assert text.count(anchor) == 1
+    registry.write_text(text.replace(anchor, "\n" + NEW_PAGE_ENTRY.rstrip("\n") + anchor))
+    env = {**os.environ, "PYTHONPATH": str(tmp_path)}
+    bin_dir = Path(sys.executable).parent
+    run = subprocess.run([sys.executable, "-m", "fairdp_core.cli", "grid", "--write"], cwd=tmp_path, env=env,
+                         capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert yaml.safe_load((tmp_path / "runs.yaml").read_text())["pages"] == [*REPORT_STAGE_PAGES, "toy_page"]
+    subprocess.run([str(bin_dir / "dvc"), "init", "--no-scm", "-q"], cwd=tmp_path, env=env, check=True, timeout=120)
+    listed = subprocess.run([str(bin_dir / "dvc"), "stage", "list", "--all"], cwd=tmp_path, env=env,
+                            capture_output=True, text=True, timeout=300)
+    assert listed.returncode == 0, listed.stderr[-2000:]
+    line = next(x for x in listed.stdout.splitlines() if x.startswith("report@toy_page "))
+    assert "reports/toy_page.html" in line
+    check = ("from pathlib import Path\nfrom fairdp_core.reporting.pages import page_code_paths, REPORTS\n"
+             "from fairdp_core.reporting.index import report_links\n"
+             "paths = page_code_paths(Path('.'), 'toy_page')\n"
+             "assert 'notebooks/toy_page.py' in paths and 'fairdp_core/reporting/pages.py' in paths, paths\n"
+             "assert 'href=\"toy_page.html\"' in report_links(), 'no link'\nprint('ok')")
+    out = subprocess.run([sys.executable, "-c", check], cwd=tmp_path, env=env, capture_output=True, text=True,
+                         timeout=300)
+    assert out.returncode == 0 and out.stdout.startswith("ok"), out.stderr[-2000:]
+
+    stale = tmp_path / "stale.yaml"
+    generated = yaml.safe_load((ROOT / "runs.yaml").read_text())
+    del generated["pages"]
+    stale.write_text(yaml.safe_dump(generated))
+    with pytest.raises(ConfigError, match="no 'pages' list"):
+        load_params(ROOT / "params.yaml", generated=stale)

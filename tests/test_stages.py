@@ -20,13 +20,14 @@ import numpy as np
 import pytest
 import yaml
 
+from fairdp_core.reporting.pages import foreach_items
 from fairdp_core.stages.code import SELF as CODE_SELF  # the code stages' own module: their dep, not fingerprinted
 
 from .conftest import ROOT
 
 PKG = ROOT / "fairdp_core"
 DVC = yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"]
-REPORTS = DVC["report"]["foreach"]
+REPORTS = foreach_items(ROOT, DVC["report"]["foreach"])  # ${pages}: runs.yaml, from the report registry
 
 
 def _code_deps(deps: list[str]) -> list[str]:
@@ -412,8 +413,9 @@ def test_an_edit_to_reporting_code_reruns_no_training():
         outs = [next(iter(o)) if isinstance(o, dict) else o for o in body.get("outs", [])]
         deps = [*_code_deps(body["deps"]), *(d for d in body["deps"] if d.startswith("notebooks/"))]
         if "foreach" in st:  # a notebook named by the item stands for every page of the list
-            deps = [x for d in deps for x in ([d.replace("${item}", i) for i in st["foreach"]]
-                                               if "${item}" in d and isinstance(st["foreach"], list) else [d])]
+            items = foreach_items(ROOT, st["foreach"])
+            deps = [x for d in deps for x in ([d.replace("${item}", i) for i in items]
+                                               if "${item}" in d and isinstance(items, list) else [d])]
         hit = [f for f in REPORT_CODE if _covered(Path(f), deps)]
         (compute if any(o.startswith(("results/", "data/")) for o in outs) else pages).append((name, hit))
     assert {"prepare", "train", "attack", "synth"} <= {n for n, _ in compute}

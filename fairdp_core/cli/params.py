@@ -7,6 +7,7 @@ from pathlib import Path
 
 from ..atomic import atomic_path
 from ..config import (
+    GENERATED_KEYS,
     ConfigError,
     generated_path,
     load_params,
@@ -164,10 +165,6 @@ def exp_table(states: list[dict], *, all_rows: bool = False, metrics_file: str =
     if pending:
         lines.append(f"without results yet: {', '.join(pending)}")
     return "\n".join(lines)
-
-
-# params.yaml keys written by `fairdp grid --write` into runs.yaml, never set by hand
-GENERATED_KEYS = ("runs", "designs", "prepare")
 
 
 def _cmd_exp(args: argparse.Namespace) -> int:

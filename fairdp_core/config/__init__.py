@@ -30,12 +30,14 @@ from .sections import (
     SynthConfig,
 )
 
-__all__ = ["DATA_MIRROR_ENV", "GENERATED_FILE", "RULE_NAMES", "RULE_SUPPORT_MODULES", "ConfigError", "GridEntry",
-           "Params", "RunSpec", "SweepConfig", "TrainConfig", "TrainOverride", "design_key", "expand_runs",
+__all__ = ["DATA_MIRROR_ENV", "GENERATED_FILE", "GENERATED_KEYS", "RULE_NAMES", "RULE_SUPPORT_MODULES", "ConfigError",
+           "GridEntry", "Params", "RunSpec", "SweepConfig", "TrainConfig", "TrainOverride", "design_key", "expand_runs",
            "generated_path", "load_params"]
 
 DATA_MIRROR_ENV = "FAIRDP_DATA_MIRROR"
 GENERATED_FILE = "runs.yaml"
+# what `fairdp grid --write` writes into it: from params.yaml (runs, designs, prepare) and the report registry (pages)
+GENERATED_KEYS = ("runs", "designs", "prepare", "pages")
 
 
 class ConfigError(ValueError):
@@ -377,18 +379,22 @@ def load_params(path: str | os.PathLike = "params.yaml", generated: str | os.Pat
     ConfigError naming the file and key path on any problem."""
     file = Path(path)
     raw = _read_yaml(file, "params")
-    for k in ("runs", "designs", "prepare"):
+    for k in GENERATED_KEYS:
         if k in raw:
             raise ConfigError(f"{file}: '{k}': generated into {GENERATED_FILE} by `fairdp grid --write` from "
                               "params.yaml; remove it from params.yaml")
     gen_file = Path(generated) if generated is not None else generated_path(file)
     gen = _read_yaml(gen_file, "the generated runs") if gen_file.is_file() else {}
-    unknown = set(gen) - {"runs", "designs", "prepare"}
+    unknown = set(gen) - set(GENERATED_KEYS)
     if unknown:
-        raise ConfigError(f"{gen_file}: unknown keys {sorted(unknown)} (only runs, designs and prepare are generated)")
-    if gen and "prepare" not in gen:
-        raise ConfigError(f"{gen_file}: no 'prepare' list (written by an older fairdp); regenerate it with "
-                          "`fairdp grid --write`")
+        raise ConfigError(f"{gen_file}: unknown keys {sorted(unknown)} (only {', '.join(GENERATED_KEYS)} are generated)")
+    for k in ("prepare", "pages"):
+        if gen and k not in gen:
+            raise ConfigError(f"{gen_file}: no '{k}' list (written by an older fairdp); regenerate it with "
+                              "`fairdp grid --write`")
+    pages = gen.pop("pages", [])  # the report stage's pages: dvc.yaml reads them; the params do not
+    if not isinstance(pages, list) or not all(isinstance(p, str) for p in pages):
+        raise ConfigError(f"{gen_file}: 'pages' must be a list of report names; regenerate it with `fairdp grid --write`")
     try:
         return Params.model_validate({**raw, **gen, "base_dir": file.resolve().parent})
     except ValidationError as e:

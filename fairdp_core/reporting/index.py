@@ -92,6 +92,11 @@ def _main_rows(agg: pd.DataFrame) -> str:
     return "".join(out)
 
 
+def report_links() -> str:
+    """The index's list of pages: one item per entry of the report registry, with the question it answers."""
+    return "".join(f'<li><a href="{r.name}.html">{r.title}</a>: {html.escape(r.question)}</li>' for r in REPORTS.values())
+
+
 def build_index(params: Params, *, first_screen: str = "", claims: str = "") -> Path:
     """reports/index.html: the findings box (the paper's claims: its value, this study's estimate with CI and seeds,
     a verdict), the reports with what each answers, the main table grouped by dataset with the accounting of every
@@ -100,8 +105,7 @@ def build_index(params: Params, *, first_screen: str = "", claims: str = "") -> 
     df = _grid_run_table(params)  # read once: the main table and the findings box share it
     agg = main_table(params, df=df)
     evidence: list[dict] = []  # the paper's claims are decided by the claims campaign only (reporting.claims)
-    links = "".join(f'<li><a href="{r.name}.html">{r.title}</a>: {html.escape(r.question)}</li>'
-                    for r in REPORTS.values())
+    links = report_links()
     design = (f"Audit: PA-ALOOA, cross-fitted estimator, {params.audit.m} audited records, 2R = {2 * params.audit.R} "
               "models per configuration.")
     page = f"""<!doctype html><html><head><meta charset="utf-8"><title>fairdp results</title>

@@ -8,8 +8,6 @@ import json
 import shutil
 import subprocess
 import tempfile
-from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -19,8 +17,9 @@ from ..atomic import write_text as _atomic_write
 from ..audit.pooling import correlation_interval, mean_clipped, minimal_detectable_effect, seed_stats
 from ..audit.stats import paired_seed_comparison, seed_mean_interval, seeds_for_power
 from ..audit.verdicts import PAPER_QUOTED
-from ..config import ConfigError, Params
+from ..config import GENERATED_FILE, ConfigError, Params
 from ..versions import package_versions
+from .registry import NOTEBOOKS, REPORTS, Report
 from .results import (
     ALGORITHM_LABELS,
     DATASET_LABELS,
@@ -38,77 +37,6 @@ __all__ = ["NOTEBOOKS", "REPORTS", "Report", "PAPER_EFFECTS_PP", "left_out_runs"
 PAPER_EFFECTS_PP = {f"{ds.split('_')[0]}-{model}": q["dpsgd_s"] - q["dpsgd"] for (ds, model, _), q in PAPER_QUOTED.items()}
 
 
-@dataclass(frozen=True)
-class Report:
-    """One report page: notebooks/<name>.py rendered to reports/<name>.html. ``title`` and ``question`` are its link
-    on the index; ``parameters``: what papermill injects beyond the common paths (a function of the params);
-    ``runs``: ``"membership"`` (the grid's membership runs; the runs kept for the beyond-membership page are left
-    out and the page says so, :func:`left_out_runs`) or ``"all"``; ``show_code``: the page renders its code cells
-    (a worked example to copy; the pipeline's plumbing cells are tagged hide-input)."""
-
-    name: str
-    title: str
-    question: str
-    parameters: Callable[[Params], dict]
-    runs: str = "membership"
-    show_code: bool = False
-
-
-def _quickstart_parameters(p: Params) -> dict:
-    """MNIST images for the Opacus quickstart: 5,000, or the prepared training set when smaller (smoke)."""
-    return {"seed": p.seed, "epsilon_target": 10.0,
-            "n_train": min(5000, (p.data.datasets["mnist"].train_size or 5000) if "mnist" in p.data.datasets else 5000)}
-
-
-def _beyond_parameters(p: Params) -> dict:
-    return {"beyond_dir": str(p.resolve("results/beyond")), "seed": p.seed, "beyond": p.beyond.model_dump(),
-            "stored_utility": str(p.resolve("reports/paper/beyond_utility.json"))}
-
-
-def _synthetic_parameters(p: Params) -> dict:
-    return {"seed": p.seed, "synth_dir": str(p.resolve("results/synth")),
-            "synth_audit_dir": str(p.resolve("results/synth_audit")), "synth": p.synth.model_dump(),
-            "stored_synth_dir": str(p.resolve("reports/paper/synth"))}
-
-
-# The report registry, in the index's order: the stages (dvc.yaml), the index's links, CI's checks and the tests
-# derive from it (tests/test_pipeline.py checks that every entry has a stage writing its page).
-REPORTS: dict[str, Report] = {r.name: r for r in (
-    Report("audit_comparison", "Audit comparison",
-           "Does PA-ALOOA agree with PA-LOOA, and is it stricter than PA-GA, PA-GBA, LiRA and RMIA? Δ and GPR by"
-           " attack with each attack's null floor, and the estimators' bias under no leakage.",
-           parameters=lambda p: {"looa_runs": list(p.audit.looa.runs), "n_null": p.audit.n_null, "seed": p.seed}),
-    Report("dpsgd_s_sweep", "DP-SGD-S sweep (τ, γ)",
-           "How do DP-SGD-S's τ and γ move Δ and accuracy against DP-SGD at the same ε (every setting shown, "
-           "none selected)?",
-           parameters=lambda p: {"sweep": None if p.sweep is None else p.sweep.model_dump()}),
-    Report("group_gpr", "Group privacy risk",
-           "Which groups does membership inference hit hardest, under SGD, DP-SGD and DP-SGD-S, on every dataset"
-           " and ε? Δ against ε, accuracy against Δ, which groups DP-SGD-S made safer or riskier, and each rule "
-           "(DP-SGD-S's variants and its rivals DPSGD-F, DPSGD-Global-Adapt, AdaClip) against DP-SGD, paired by "
-           "seed where a profile runs two or more.",
-           parameters=lambda p: {"seed": p.seed}),
-    Report("outcome_fairness", "Outcome fairness",
-           "Does DP-SGD-S trade privacy fairness for outcome fairness? Accuracy parity, demographic parity, "
-           "equal opportunity and equalized odds per dataset and ε.",
-           parameters=lambda p: {"n_boot": min(p.audit.n_boot, 500), "seed": p.seed}),
-    Report("quickstart", "Quickstart for Opacus users",
-           "How do I use this in my own Opacus loop? DP-SGD with make_private, ε from the accountant, the "
-           "clipping bound chosen privately, then DP-SGD-S with make_private_dpsgd_s and its rivals DPSGD-F, "
-           "DPSGD-Global-Adapt and AdaClip (MNIST, run in the pipeline).",
-           parameters=_quickstart_parameters, show_code=True),
-    Report("beyond_membership", "Beyond membership",
-           "Does DP-SGD also protect against attribute inference and model inversion, and do these risks, like "
-           "membership, fall unequally on groups? Success and advantage per group, members against non-members, "
-           "SGD against DP-SGD at each ε of the profile; DP-SGD's utility on MNIST at ε = 2.",
-           parameters=_beyond_parameters, runs="all"),
-    Report("synthetic_data", "DP synthetic data (DPDSyn)",
-           "A second route to DP: does task-oriented DP synthetic data (DPDSyn) beat MST and DP GANs, approach "
-           "DP-SGD on the real data, and spread membership risk across groups more evenly than DP-SGD? "
-           "Train-on-synthetic accuracy per group, fidelity, the group audit, verdicts.",
-           parameters=_synthetic_parameters),
-)}
-NOTEBOOKS = tuple(REPORTS)
 
 
 def notebook_parameters(params: Params, name: str) -> dict[str, object]:
@@ -239,7 +167,7 @@ def page_code_paths(base: Path, page: str) -> tuple[str, ...]:
         return CODE_PATHS
     target = f"reports/{page}.html"
     for st in stages.values():
-        body, items = (st["do"], st["foreach"]) if "foreach" in st else (st, None)
+        body, items = (st["do"], foreach_items(base, st["foreach"])) if "foreach" in st else (st, None)
         if items is not None and (not isinstance(items, list) or page not in items):
             continue
 
@@ -250,6 +178,20 @@ def page_code_paths(base: Path, page: str) -> tuple[str, ...]:
         if target in outs:
             return tuple(d for d in map(sub, body.get("deps", [])) if d.startswith(("fairdp_core", "notebooks")))
     return CODE_PATHS
+
+
+def foreach_items(base: Path, items):
+    """A dvc.yaml ``foreach`` as DVC reads it: the list as written, or ``${key}`` looked up in runs.yaml (the
+    ``vars`` file ``fairdp grid --write`` generates); None when it cannot be read."""
+    if not (isinstance(items, str) and items.startswith("${") and items.endswith("}")):
+        return items
+    import yaml
+
+    try:
+        generated = yaml.safe_load((Path(base) / GENERATED_FILE).read_text()) or {}
+    except (OSError, yaml.YAMLError):
+        return None
+    return generated.get(items[2:-1])
 
 
 def _commit(base: Path, paths: tuple[str, ...] = CODE_PATHS) -> str:
