@@ -44,6 +44,7 @@ from fairdp_core.config import load_params
 from fairdp_core.reporting import helpers as rh
 from fairdp_core.reporting import plots, results
 from fairdp_core.reporting.pages import main_table
+from fairdp_core.rules import RULES
 
 PARAMETERS = ("train_dir", "results_dir", "prepared_dir", "figures_dir", "metrics_path", "runs", "profile", "alpha", "seed")
 globals().update(rh.fill_parameters("group_gpr", params_file, {k: globals()[k] for k in PARAMETERS}))  # None: params
@@ -213,7 +214,7 @@ if len(dp):
         lower = int((both["dpsgd_s"] < both["dpsgd"]).sum())
         lines.append(f"- DP-SGD-S's Δ is below DP-SGD's in **{lower} of {len(both)}** settings (point estimates; "
                      "the paired test over seeds is in the table above and on the index page).")
-rivals = paired[paired.algorithm.isin(["dpsgd_f", "global_adapt", "adaclip"])] if len(paired) else paired
+rivals = paired[paired.algorithm.isin([a for a, r in RULES.items() if r.rival])] if len(paired) else paired
 if len(rivals):
     lines.append("- DP-SGD-S's rivals against DP-SGD (paired by seed, point estimates): " + "; ".join(
         f"{rule} lowers Δ in {int((r.mean_diff < 0).sum())} of {len(r)} settings and changes accuracy by "

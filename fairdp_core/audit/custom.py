@@ -283,7 +283,8 @@ def audit_model(X: np.ndarray, y: np.ndarray, groups: np.ndarray, *, model="mlp"
                 title: str = "custom model", extra: Mapping | None = None,
                 log: Callable[[str], None] | None = None, memory_check: bool = True) -> CustomAudit:
     """Train 2R models on complementary halves of ``m`` audited records (stratified by group; every other record
-    in every model) with ``algorithm`` ("sgd", or "dpsgd" at ``epsilon``; δ by default min(1e-5, n^-1.1), below
+    in every model) with ``algorithm`` (a rule of the registry, :data:`fairdp_core.rules.RULES`, at its default
+    settings: "sgd", or "dpsgd", "dpsgd_s", AdaClip, ... at ``epsilon``; δ by default min(1e-5, n^-1.1), below
     1/n), and audit them (:func:`audit_bank`). ``groups`` [n]: integer codes 0..K−1 (``group_names``) or labels. ``slices``
     are labellings of all n records; the audited records' labels are used, plus "class" and "correct" (whether
     the majority of the bank's OUT models classify the record correctly), always added. ``log``: where the one
@@ -295,9 +296,9 @@ def audit_model(X: np.ndarray, y: np.ndarray, groups: np.ndarray, *, model="mlp"
     from ..engine import TrainSpec, bank_accounting, train_bank
     from ..engine.backends import UnsupportedModule, check_module
     from ..engine.spec import spec_fields
+    from ..rules import get as get_rule
 
-    if algorithm not in ("sgd", "dpsgd", "dpsgd_s", "dpsgd_s_paper"):
-        raise ValueError(f"algorithm {algorithm!r}: one of sgd, dpsgd, dpsgd_s, dpsgd_s_paper")
+    rule_fields = get_rule(algorithm).default_fields()  # a ValueError naming the registry's rules, before any work
     check_recipe(algorithm=algorithm, epsilon=epsilon, R=R, m=m, epochs=epochs, batch_size=batch_size, lr=lr,
                  clip=clip, min_per_group=min_per_group)
     X = np.ascontiguousarray(X, dtype=np.float32)
@@ -336,7 +337,7 @@ def audit_model(X: np.ndarray, y: np.ndarray, groups: np.ndarray, *, model="mlp"
     delta = delta if delta is not None else min(1e-5, 1.0 / n ** 1.1)
     kind, factory = _factory(model, tuple(X.shape[1:]), n_classes)
     spec = TrainSpec(algorithm=algorithm, model=kind, epochs=epochs, batch_size=batch_size, lr=lr, clip=clip,
-                     target_epsilon=None if algorithm == "sgd" else epsilon, delta=delta)
+                     target_epsilon=None if algorithm == "sgd" else epsilon, delta=delta, **rule_fields)
     idx = design.audit_idx
     engine = True
     if factory is not None:

@@ -6,6 +6,8 @@ import argparse
 import sys
 from pathlib import Path
 
+from ..config import RULE_NAMES
+
 
 def _cmd_audit_custom(args: argparse.Namespace) -> int:
     from ..atomic import check_output_dir
@@ -196,7 +198,9 @@ def register(add) -> None:
                     "fairdp output there is replaced only with --force, and a directory holding other files is refused")
     ac.add_argument("--force", action="store_true", help="replace the files of a previous fairdp output in --out (only "
                     "those its manifest lists)")
-    ac.add_argument("--algorithm", default="dpsgd", choices=["sgd", "dpsgd"], help="how the models train (default dpsgd)")
+    ac.add_argument("--algorithm", default="dpsgd", choices=RULE_NAMES, metavar="ALGORITHM",
+                    help=f"how the models train: a rule of the registry at its default settings ({', '.join(RULE_NAMES)}; "
+                         "default dpsgd)")
     ac.add_argument("--epsilon", type=float, default=10.0, help="target ε for dpsgd (default 10)")
     ac.add_argument("--R", type=int, default=8, help="2R models are trained (default 8: 16 models)")
     ac.add_argument("--m", type=int, default=None, help="audited records (default: half the rows, at most 1000)")

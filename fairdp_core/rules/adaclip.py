@@ -42,6 +42,7 @@ class AdaClipRule(CountRule):
     fields = ("gamma", "eta", "sigma_b", "c_min", "c_max")
     stored_as = {"eta": "eta_q", "c_max": "q_max"}
     make_private = "make_private_adaclip"
+    rival = True
     count_sensitivity = 0.5  # the centred count (Andrew et al., Theorem 1): noise multiplier 2σ_b
 
     def own_fields(self, train, run, override):

@@ -29,6 +29,8 @@ Opacus optimizers know a rule only through this interface and the registry (:mod
 - :meth:`Rule.policy`: the :class:`~fairdp_core.rules.policy.ClipPolicy` that trains it;
 - :meth:`Rule.public_assumptions`: the constants the accounting treats as public;
 - ``make_private``: the name of its Opacus entry point in :mod:`fairdp_core.opacus_compat` (None: none);
+- ``rival``: another paper's rule the study compares DP-SGD-S with (the reports group them);
+- :meth:`Rule.default_fields`: its settings at their defaults, for a spec built outside the pipeline;
 - ``numerics``: the version of the bits its banks are trained to (bumped when only this rule's arithmetic changed).
 """
 
@@ -85,6 +87,7 @@ class Rule:
     fields: ClassVar[tuple[str, ...]] = ()
     stored_as: ClassVar[dict[str, str]] = {}  # noqa: RUF012 (a declaration, never mutated)
     make_private: ClassVar[str | None] = None
+    rival: ClassVar[bool] = False
     # The version of the bits this rule's banks are trained to, where a change to the engine moved this rule's bits
     # and no other's (fairdp_core.study.claims.numerics_of; the engine-wide version is claims.NUMERICS_VERSION).
     numerics: ClassVar[int] = 1
@@ -115,6 +118,21 @@ class Rule:
         TrainConfig), the run and ``override(key, default)`` (the run's per-dataset/algorithm override, else
         ``default``), in their stored order."""
         return {}
+
+    def default_fields(self) -> dict[str, object]:
+        """:meth:`plan_fields` at the rule's defaults (params.yaml's ``train.<config>`` unset, no grid point): the
+        TrainSpec fields a spec built outside the pipeline needs (:func:`fairdp_core.audit.custom.audit_model`), so
+        that, say, AdaClip trains with its own γ, not the engine's DP-SGD-S default under the same field name. A
+        ValueError where the defaults depend on the dataset."""
+        from types import SimpleNamespace
+
+        from ..config import ConfigError, TrainConfig
+
+        run = SimpleNamespace(gamma=None, tau=None, dataset=None, name="(outside the pipeline)", lr=None, clip=None)
+        try:
+            return self.plan_fields(TrainConfig(), run, lambda key, default: default)
+        except ConfigError as e:
+            raise ValueError(f"{self.name}: its settings have no default outside the pipeline ({e})") from None
 
     def plan_fields(self, train: Any, run: Any, override: Any) -> dict[str, object]:
         """:meth:`own_fields` as the engine's TrainSpec fields: renamed by ``stored_as``, and those that are none of

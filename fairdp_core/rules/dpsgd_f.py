@@ -28,6 +28,7 @@ class DPSGDF(CountRule):
     settings = Settings
     fields = ("sigma_b",)
     make_private = "make_private_dpsgd_f"
+    rival = True
 
     def own_fields(self, train, run, override):
         return {"sigma_b": self.settings_of(train).sigma_b}

@@ -35,6 +35,7 @@ class GlobalAdapt(CountRule):
     fields = ("z_init", "threshold", "gamma", "eta", "sigma_b")
     stored_as = {"z_init": "q_init", "threshold": "tau", "eta": "eta_q"}
     make_private = "make_private_global_adapt"
+    rival = True
 
     def own_fields(self, train, run, override):
         ga = self.settings_of(train)
