@@ -40,6 +40,7 @@ def test_checker_passes_a_clean_page(tmp_path):
     ("stderr", CLEAN.replace("<h1>", '<div data-mime-type="application/vnd.jupyter.stderr">w</div><h1>'), "stderr"),
     ("path", CLEAN.replace("<h1>r", "<h1>/home/alice/fairdp/results"), "absolute path"),
     ("nan", CLEAN.replace("<td>1</td>", "<td>nan</td>"), "cells reading ['nan']"),
+    ("nan inside", CLEAN.replace("<td>1</td>", "<td>MDE nan = nan% of Δ</td>"), "a nan inside table cells ('nan')"),
     ("caption", CLEAN.replace("<caption>c</caption>", ""), "without a caption"),
     ("orphan", CLEAN.replace('<a href="figures/r/t.csv">csv</a>', ""), "t.csv: no page references it"),
     ("dangling", CLEAN.replace("</body>", '<img src="figures/r/gone.png"></body>'), "does not exist"),

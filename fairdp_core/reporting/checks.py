@@ -4,7 +4,7 @@
 
 - a stderr output cell (warnings, progress bars) in a page;
 - an absolute machine path (``/home/...``, ``/tmp/...``, ``/work/...``) in a page;
-- a bare ``nan`` (or ``None``) table cell;
+- a bare ``nan`` (or ``None``) table cell, or a number printed as nan inside one ("MDE nan = nan%");
 - a table without a caption;
 - a figure file (or CSV) under ``figures/`` that no page references, or a page reference to a missing file;
 - an algorithm drawn in different colours by two figures (``<figure>.colors.json``, written beside each PNG by
@@ -77,6 +77,9 @@ class _Page(HTMLParser):
             self._cell.append(data)
 
 
+_NAN_IN_TEXT = re.compile(r"(?<![A-Za-z])nan(?![A-Za-z])(%| pp)?")
+
+
 def check_reports(reports_dir: str | os.PathLike) -> list[str]:
     """Every defect a reader would see in ``reports_dir`` (its ``*.html`` pages and ``figures/``); [] when clean."""
     from .plots import ALGORITHM_COLORS
@@ -95,6 +98,10 @@ def check_reports(reports_dir: str | os.PathLike) -> list[str]:
         bad = sorted({c for c in p.cells if c.lower() in ("nan", "none", "nan%", "nan pp")})
         if bad:
             problems.append(f"{page.name}: table cells reading {bad}")
+        inner = sorted({m.group(0) for c in p.cells if c.lower() not in ("nan", "none", "nan%", "nan pp")
+                        for m in [_NAN_IN_TEXT.search(c)] if m})
+        if inner:
+            problems.append(f"{page.name}: a nan inside table cells ({', '.join(repr(m) for m in inner[:3])})")
         n_bare = sum(not c for c in p.tables)
         if n_bare:
             problems.append(f"{page.name}: {n_bare} of {len(p.tables)} tables without a caption")

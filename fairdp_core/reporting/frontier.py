@@ -43,7 +43,8 @@ FRONTIER_CLAIMS = ("reports/paper/claims", "reports/paper/claims_mnist")
 # lost with its session; landed as e3cd844, reports/paper/lost_commits.json):
 # per rule and dataset, the sign of the effect at equal accuracy (cross-fitted, both ε).
 PREDICTIONS = {
-    "dpsgd_s_paper": {"law_paper": 0, "bank": -1, "adult": 1, "credit": 0, "compas": 0},
+    # MNIST (the MLP, ε = 10): added to docs/frontier.md on 2026-12-05 before any frontier_mnist run
+    "dpsgd_s_paper": {"law_paper": 0, "bank": -1, "adult": 1, "credit": 0, "compas": 0, "mnist": 0},
     "dpsgd_s": {"law_paper": 1, "bank": 1, "adult": 1, "credit": 1, "compas": 0},
     "dpsgd_s_paper_code": {"law_paper": -1, "bank": -1, "adult": 0, "credit": 0, "compas": 0},
 }
@@ -406,7 +407,7 @@ def frontier_section(points: pd.DataFrame, table: pd.DataFrame, cells: list[tupl
             p, pb = r.get("p_unadj_cross_fit"), r.get("p_bonf_cross_fit")
             mde = r.get("mde")
             f = r.get("frontier_cross_fit")
-            power = ("" if mde is None or not np.isfinite(f) or f <= 0 else
+            power = ("" if mde is None or not np.isfinite(mde) or not np.isfinite(f) or f <= 0 else
                      f"; MDE {mde:.2f} = {100 * mde / f:.0f}% of DP-SGD's Δ there")
             c0 = (f"{_ci(r, 'c0_', 'cross_fit')}<div class='small'>{html.escape(r.c0_verdict)}</div>")
             rows.append(
