@@ -308,8 +308,8 @@ def test_the_opacus_fallback_samples_and_noises_as_it_accounts():
 
 def test_audit_model_takes_any_registered_rule_at_its_own_defaults():
     """audit_model's rule list is the registry: AdaClip trains with its own γ (0.5), not DP-SGD-S's 0.75 under the same
-    TrainSpec field, and its ε is accounted; a rule whose settings depend on the dataset (fixed group bounds from
-    public shares) and an unknown name are refused in one line before any training."""
+    TrainSpec field, and its ε is accounted; a rule without a guarantee, a rule whose settings depend on the dataset
+    (fixed group bounds from public shares) and an unknown name are refused in one line before any training."""
     from fairdp_core.rules import RULES
 
     X, y, g = _toy(n=240)
@@ -318,6 +318,9 @@ def test_audit_model_takes_any_registered_rule_at_its_own_defaults():
     spec = res.summary["spec"]
     assert spec["algorithm"] == "adaclip" and spec["gamma"] == 0.5 == RULES["adaclip"].settings().gamma
     assert res.summary["accounting"]["epsilon"] <= 4.0 + 1e-6
+    for unguaranteed in ("dpsgd_s_nonprivate", "dpsgd_s_paper_code"):  # statistics not noised: no ε to report
+        with pytest.raises(ValueError, match=f"algorithm '{unguaranteed}': its ε is not guaranteed"):
+            audit_model(X, y, g, model="lr", algorithm=unguaranteed, R=2, m=80, progress=False, min_per_group=10)
     with pytest.raises(ValueError, match="dpsgd_group_fixed: its settings have no default outside the pipeline"):
         audit_model(X, y, g, model="lr", algorithm="dpsgd_group_fixed", R=2, m=80, progress=False, min_per_group=10)
     with pytest.raises(ValueError, match="unknown algorithm 'nope'; known: sgd, dpsgd"):

@@ -211,3 +211,11 @@ def test_a_new_report_is_a_notebook_and_one_registry_entry(tmp_path):
     stale.write_text(yaml.safe_dump(generated))
     with pytest.raises(ConfigError, match="no 'pages' list"):
         load_params(ROOT / "params.yaml", generated=stale)
+    # a runs.yaml whose pages are not the registry's (a page added without `fairdp grid --write`) stops the index
+    from fairdp_core.stages.index import write_index
+
+    generated["pages"] = list(REPORT_STAGE_PAGES[:-1])
+    (tmp_path / "runs.yaml").write_text(yaml.safe_dump(generated))
+    params = load_params(ROOT / "params.yaml").model_copy(update={"base_dir": tmp_path})
+    with pytest.raises(ConfigError, match="are not the report registry's"):
+        write_index(params)

@@ -41,6 +41,7 @@ def test_checker_passes_a_clean_page(tmp_path):
     ("path", CLEAN.replace("<h1>r", "<h1>/home/alice/fairdp/results"), "absolute path"),
     ("nan", CLEAN.replace("<td>1</td>", "<td>nan</td>"), "cells reading ['nan']"),
     ("nan inside", CLEAN.replace("<td>1</td>", "<td>MDE nan = nan% of Δ</td>"), "a nan inside table cells ('nan')"),
+    ("NaN inside", CLEAN.replace("<td>1</td>", "<td>Δ NaN pp</td>"), "a nan inside table cells ('NaN pp')"),
     ("caption", CLEAN.replace("<caption>c</caption>", ""), "without a caption"),
     ("orphan", CLEAN.replace('<a href="figures/r/t.csv">csv</a>', ""), "t.csv: no page references it"),
     ("dangling", CLEAN.replace("</body>", '<img src="figures/r/gone.png"></body>'), "does not exist"),

@@ -282,14 +282,14 @@ def audit_model(X: np.ndarray, y: np.ndarray, groups: np.ndarray, *, model="mlp"
                 min_per_group: int = 20, alpha: float = 0.05, progress: bool = True, class_names: list[str] | None = None,
                 title: str = "custom model", extra: Mapping | None = None,
                 log: Callable[[str], None] | None = None, memory_check: bool = True) -> CustomAudit:
-    """Train 2R models on complementary halves of ``m`` audited records (stratified by group; every other record
-    in every model) with ``algorithm`` (a rule of the registry, :data:`fairdp_core.rules.RULES`, at its default
-    settings: "sgd", or "dpsgd", "dpsgd_s", AdaClip, ... at ``epsilon``; δ by default min(1e-5, n^-1.1), below
-    1/n), and audit them (:func:`audit_bank`). ``groups`` [n]: integer codes 0..K−1 (``group_names``) or labels. ``slices``
-    are labellings of all n records; the audited records' labels are used, plus "class" and "correct" (whether
-    the majority of the bank's OUT models classify the record correctly), always added. ``log``: where the one
-    line of what will run (models, steps, memory) goes before training; a bank that would not fit in the memory
-    this machine has free is refused before any training."""
+    """Train 2R models on complementary halves of ``m`` audited records (stratified by group; every other record in
+    every model) with ``algorithm`` (a rule of the registry, :data:`fairdp_core.rules.RULES`, at its default
+    settings and with a guarantee: "sgd", or "dpsgd", "dpsgd_s", AdaClip, ... at ``epsilon``; δ by default min(1e-5,
+    n^-1.1), below 1/n), and audit them (:func:`audit_bank`). ``groups`` [n]: integer codes 0..K−1 (``group_names``)
+    or labels. ``slices`` are labellings of all n records; the audited records' labels are used, plus "class" and
+    "correct" (whether the majority of the bank's OUT models classify the record correctly), always added. ``log``:
+    where the one line of what will run (models, steps, memory) goes before training; a bank that would not fit in
+    the memory this machine has free is refused before any training."""
     import torch
     from torch import nn
 
@@ -298,7 +298,11 @@ def audit_model(X: np.ndarray, y: np.ndarray, groups: np.ndarray, *, model="mlp"
     from ..engine.spec import spec_fields
     from ..rules import get as get_rule
 
-    rule_fields = get_rule(algorithm).default_fields()  # a ValueError naming the registry's rules, before any work
+    rule = get_rule(algorithm)  # a ValueError naming the registry's rules, before any work
+    if not rule.guaranteed:
+        raise ValueError(f"algorithm {algorithm!r}: its ε is not guaranteed (a statistic it uses is not noised), so an "
+                         "audit of it would report an ε it does not have; choose a rule with a guarantee")
+    rule_fields = rule.default_fields()
     check_recipe(algorithm=algorithm, epsilon=epsilon, R=R, m=m, epochs=epochs, batch_size=batch_size, lr=lr,
                  clip=clip, min_per_group=min_per_group)
     X = np.ascontiguousarray(X, dtype=np.float32)

@@ -54,6 +54,8 @@ class DataConfig(_Strict):
 
     @model_validator(mode="after")
     def _known_datasets(self) -> DataConfig:
+        # validation only: the stages' code deps leave this import out (tests/test_stages.py, VALIDATION_ONLY), as a
+        # dataset's code reaches a stage through its prepared data
         from ..data.loaders import DATASET_GROUPS
 
         for name, opts in self.datasets.items():

@@ -77,7 +77,7 @@ class _Page(HTMLParser):
             self._cell.append(data)
 
 
-_NAN_IN_TEXT = re.compile(r"(?<![A-Za-z])nan(?![A-Za-z])(%| pp)?")
+_NAN_IN_TEXT = re.compile(r"(?<![A-Za-z0-9_])(nan|inf)(?![A-Za-z0-9_])(%| pp)?", re.IGNORECASE)
 
 
 def check_reports(reports_dir: str | os.PathLike) -> list[str]:

@@ -19,6 +19,7 @@ __all__ = ["main", "write_index"]
 
 def write_index(params):
     """Render the claims sections and build the index around them; returns the index's path."""
+    from ..config import ConfigError
     from ..reporting.claims import CLAIMS_SOURCES, claims_first_screen, claims_frame
     from ..reporting.claims_page import ROBUSTNESS, claims_figure, claims_section, write_claims_csv
     from ..reporting.frontier import (
@@ -34,7 +35,13 @@ def write_index(params):
         write_frontier_csv,
     )
     from ..reporting.index import build_index
+    from ..reporting.pages import foreach_items
+    from ..reporting.registry import REPORT_STAGE_PAGES
 
+    pages = foreach_items(params.base_dir, "${pages}")  # the report stage's pages as DVC read them (runs.yaml)
+    if pages is not None and list(pages) != list(REPORT_STAGE_PAGES):
+        raise ConfigError(f"runs.yaml's pages {pages} are not the report registry's {list(REPORT_STAGE_PAGES)}: a page "
+                          "would have no stage; regenerate runs.yaml with `fairdp grid --write` (make repro does this)")
     claims_dir = [params.resolve(d) for d, _ in CLAIMS_SOURCES]
     profile = [params.resolve(p) for _, p in CLAIMS_SOURCES]
     frame = claims_frame(claims_dir, profile)  # read and computed once for the three renderings

@@ -127,8 +127,8 @@ def set_params(path: str | os.PathLike, assignments: list[str]) -> None:
             raise ConfigError(f"-S {a!r}: expected KEY=VALUE, e.g. -S train.lr=0.05 or -S 'grid.0.epsilons=[1,5]'")
         parts = [int(p) if p.isdigit() else p for p in key.split(".")]
         if parts[0] in GENERATED_KEYS:
-            raise ConfigError(f"-S {key}: runs/designs/prepare are generated from params.yaml; set grid, sweep or the "
-                              "stages' datasets instead")
+            raise ConfigError(f"-S {key}: {parts[0]} is generated into runs.yaml (from params.yaml and the report "
+                              "registry); set grid, sweep or the stages' datasets instead")
         node = doc
         for i, p in enumerate(parts[:-1]):
             try:
