@@ -200,14 +200,16 @@ def register(add) -> None:
                     "those its manifest lists)")
     ac.add_argument("--algorithm", default="dpsgd", choices=RULE_NAMES, metavar="ALGORITHM",
                     help=f"how the models train: a rule of the registry at its default settings ({', '.join(RULE_NAMES)}; "
-                         "default dpsgd)")
-    ac.add_argument("--epsilon", type=float, default=10.0, help="target ε for dpsgd (default 10)")
+                         "default dpsgd); one without a guarantee, or whose defaults depend on the dataset, is refused")
+    ac.add_argument("--epsilon", type=float, default=10.0, help="target ε of every rule but sgd (default 10)")
     ac.add_argument("--R", type=int, default=8, help="2R models are trained (default 8: 16 models)")
     ac.add_argument("--m", type=int, default=None, help="audited records (default: half the rows, at most 1000)")
     ac.add_argument("--epochs", type=float, default=30, help="training epochs of every model (default 30)")
     ac.add_argument("--batch-size", type=int, default=64, help="expected batch size: Poisson rate q = B/n (default 64)")
     ac.add_argument("--lr", type=float, default=0.5, help="learning rate (default 0.5)")
-    ac.add_argument("--clip", type=float, default=1.0, help="per-sample gradient clip bound C for dpsgd (default 1)")
+    ac.add_argument("--clip", type=float, default=1.0,
+                    help="per-sample gradient clip bound C (default 1): DP-SGD's bound, another rule's initial or "
+                         "overall bound; dpsgd_s sets its own")
     ac.add_argument("--min-per-group", type=int, default=20, help="audited records per group at least (default 20)")
     ac.add_argument("--slice", action="append", default=[], help="another column to slice the risk by (repeatable)")
     ac.add_argument("--intersect", action="append", default=[], help="A,B: slice by the intersection of two "
