@@ -5,6 +5,7 @@ verdict. Run on a two-test toy project (no torch), a few seconds."""
 from __future__ import annotations
 
 import importlib.util
+import shutil
 import sys
 from pathlib import Path
 
@@ -18,16 +19,20 @@ _spec.loader.exec_module(pb)
 
 @pytest.fixture
 def toy(tmp_path, monkeypatch):
-    (tmp_path / "toy").mkdir()
-    (tmp_path / "toy" / "__init__.py").write_text("VALUE = 1\n")
-    (tmp_path / "tests").mkdir()
+    root = tmp_path / "project"
+    root.mkdir()
+    (root / "toy").mkdir()
+    (root / "toy" / "__init__.py").write_text("VALUE = 1\n")
+    (root / "tests").mkdir()
     # test_order_dependent passes after test_unrelated (as in the suite) and fails alone
-    (tmp_path / "tests" / "test_toy.py").write_text(
+    (root / "tests" / "test_toy.py").write_text(
         "from toy import VALUE\n\nSTATE = []\n\n\ndef test_unrelated():\n    STATE.append(1)\n\n\n"
         "def test_value():\n    assert VALUE == 1\n\n\ndef test_order_dependent():\n    assert STATE\n")
     monkeypatch.setattr(pb, "_SUITE", ["tests/test_toy.py"])
     monkeypatch.setattr(pb, "_alone", {})
-    return tmp_path
+    shutil.copytree(root, tmp_path / "unbroken")  # the copy no breakage touches
+    monkeypatch.setattr(pb, "_UNBROKEN", pb._Unbroken(tmp_path / "unbroken"))
+    return root
 
 
 BROKEN = pb.Breakage("VALUE changed", "toy/__init__.py", "VALUE = 1", "VALUE = 2")
@@ -46,6 +51,23 @@ def test_a_failing_hint_catches_alone(toy):
 def test_a_passing_or_stale_hint_falls_back_to_the_suite(toy, hint):
     verdict, msg, failed = pb._try(toy, BROKEN, {BROKEN.name: hint} if hint else {})
     assert verdict == "caught" and "the suite" in msg and failed == ["tests/test_toy.py::test_value"]
+
+
+@pytest.mark.slow
+def test_the_whole_suite_runs_unbroken_only_when_a_breakage_needs_it(toy):
+    pb._try(toy, BROKEN, {BROKEN.name: ["tests/test_toy.py::test_value"]})
+    assert not pb._UNBROKEN.ran  # caught by its hint: the suite never ran
+    pb._try(toy, BROKEN, {})
+    assert pb._UNBROKEN.ran and pb._UNBROKEN.passes()
+
+
+@pytest.mark.slow
+def test_a_suite_that_fails_unbroken_catches_nothing(toy):
+    with open(toy.parent / "unbroken" / "tests" / "test_toy.py", "a") as f:  # the suite fails without any breakage
+        f.write("\n\ndef test_always_fails():\n    assert False\n")
+    for hints in ({}, {BROKEN.name: ["tests/test_toy.py::test_unrelated"]}):
+        verdict, msg, _ = pb._try(toy, BROKEN, hints)
+        assert verdict == "UNSOUND" and "unbroken" in msg, (hints, msg)
 
 
 @pytest.mark.slow
@@ -74,8 +96,12 @@ def test_a_hint_that_fails_on_its_own_settles_nothing(toy):
 
 
 def test_a_hung_run_is_not_caught(toy, monkeypatch):
-    monkeypatch.setattr(pb, "_run_suite", lambda work, files=None: (pb.TIMEOUT, "timed out after 900 s", []))
+    hung = (pb.TIMEOUT, "timed out after 900 s", [])
+    monkeypatch.setattr(pb, "_run_suite", lambda work, files=None: hung if work == toy else (0, "1 passed", []))
     assert pb._try(toy, BROKEN, {})[0] == "TIMEOUT"
+    monkeypatch.setattr(pb, "_UNBROKEN", pb._Unbroken(toy.parent / "unbroken"))
+    monkeypatch.setattr(pb, "_run_suite", lambda work, files=None: hung)  # hung on the unbroken code too
+    assert pb._try(toy, BROKEN, {})[0] == "UNSOUND"
 
 
 def test_every_breakage_still_applies_to_the_code():

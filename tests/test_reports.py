@@ -336,3 +336,15 @@ def test_this_run_counts_a_detection_only_after_holm_over_the_configurations():
     p[:10] = np.nan
     assert this_run_detections(pd.DataFrame({"p_delta": p})) == (0, 22)
     assert this_run_detections(pd.DataFrame({"p_delta": [np.nan]})) == (0, 0)
+
+
+def test_an_undefined_correlation_is_said_in_words_not_printed_as_nan():
+    """A small design's PA-LOOA can be 0 on every target (the smoke profile's 6): Pearson r is then undefined, and
+    the index says so instead of printing "r = nan [nan, nan]" (which the reader check rejects)."""
+    from fairdp_core.reporting.checks import _NAN_IN_TEXT
+    from fairdp_core.reporting.index import _correlation_text
+
+    nan = float("nan")
+    text = _correlation_text({"r": nan, "lo": nan, "hi": nan})
+    assert "undefined" in text and not _NAN_IN_TEXT.search(text)
+    assert _correlation_text({"r": 0.5, "lo": 0.1, "hi": 0.8}) == "r = 0.50 [0.10, 0.80]"

@@ -199,6 +199,14 @@ def this_run_detections(dp: pd.DataFrame, alpha: float = 0.05) -> tuple[int, int
     return (int((holm(p) <= alpha).sum()) if len(p) else 0), len(p)
 
 
+def _correlation_text(v: dict) -> str:
+    """Pearson r with its interval, or why it is undefined (one of the two columns is constant over the targets: a
+    small design's PA-LOOA can be 0 for every one)."""
+    if np.isfinite(v["r"]):
+        return f"r = {v['r']:.2f} [{v['lo']:.2f}, {v['hi']:.2f}]"
+    return "r undefined (one attack's advantage is the same for every target)"
+
+
 def _findings_box(params: Params, evidence: list[dict], df: pd.DataFrame, agg: pd.DataFrame, *,
                   meta: str = "") -> str:
     """What this profile's own runs say (the paper's claims are decided by the claims campaign, above it): can its
@@ -234,7 +242,7 @@ def _findings_box(params: Params, evidence: list[dict], df: pd.DataFrame, agg: p
                        f"this run, {widest:.1f} pp), and the record-level correlation is not distinguishable from 0")
         audit_rows.append(
             f"<tr><td>PA-ALOOA agrees with PA-LOOA</td><td>agrees</td><td>{html.escape(run_label(run))}: "
-            f"{v['n']} targets, R' = {v['R_prime']}; r = {v['r']:.2f} [{v['lo']:.2f}, {v['hi']:.2f}]; LOOA − ALOOA "
+            f"{v['n']} targets, R' = {v['R_prime']}; {_correlation_text(v)}; LOOA − ALOOA "
             f"{v['mean_diff_pp']:+.2f} pp [{v['diff_lo']:+.2f}, {v['diff_hi']:+.2f}]</td><td>{verdict}</td></tr>")
     for rival, name in (("ga", "PA-GA"), ("gba", "PA-GBA")):
         ins, cf = audit["strictness"].get(f"alooa_in_sample-{rival}"), audit["strictness"].get(f"alooa_cross_fit-{rival}")
