@@ -240,7 +240,7 @@ def test_audit_on_threads_is_the_one_thread_audit(monkeypatch):
                     delta=1e-5)
         out.append((json.dumps([res.attacks, res.low_fpr, res.group_rows], sort_keys=True, default=str),
                     res.records.to_csv()))
-        assert {"lira_scores_s", "low_fpr_s", "rmia_offline_s"} <= set(res.timings)
+        assert {"first_scores_s", "low_fpr_s", "rmia_offline_s"} <= set(res.timings)
     assert out[0] == out[1]
 
 
@@ -297,32 +297,79 @@ def test_blocked_error_paths(monkeypatch, n_threads):
     assert np.array_equal(cut_ok[:-1], s_sorted[:-1] != s_sorted[1:]) and cut_ok[-1]
 
 
-def test_a_registered_attack_is_audited_labelled_and_drawn(monkeypatch):
-    """An attack is one registry entry: registered (here a toy that calls IN every record above its column's mean),
-    `audit()` runs it beside the others with its intervals, and the figures read its label, colour and tick from the
-    registry; the shipped attacks' results are unchanged by its presence (it runs last, after their permutations)."""
-    import pandas as pd
+TOY_ATTACK = '''"""A toy attack: calls IN every (model, record) whose φ is above its column's mean."""
 
-    from fairdp_core.audit.inference import prediction_contributions
-    from fairdp_core.audit.run import ATTACKS, REGISTRY, Attack, audit
-    from fairdp_core.reporting import plots
+from ..bank import Attack
+from ..inference import prediction_contributions
+
+ATTACK = Attack("toy_mean", "Toy above-the-mean", "#123456", "TOY", order=ORDER,
+                contributions=lambda b: prediction_contributions(b.phi >= b.phi.mean(0), b.mem))
+'''
+
+TOY_ATTACK_CHECK = '''
+import json, sys
+import numpy as np, pandas as pd
+from fairdp_core.audit.run import ATTACKS, audit
+from fairdp_core.reporting import plots
+s, mem, g = (np.load(sys.argv[1])[k] for k in ("s", "mem", "g"))
+res = audit(-np.abs(s), s, mem, g, ["a", "b", "c"], alpha=0.05, n_perm=20, n_null=2, stats_seed=3, delta=1e-5)
+assert plots.ATTACK_LABELS["toy_mean"] == "Toy above-the-mean" and plots._color("Toy above-the-mean") == "#123456"
+df = pd.DataFrame({"setting": "x", "eps_label": "ε = 1", "attack_label": ["Toy above-the-mean", "PA-GA"],
+                   "label": "DP-SGD", "delta_pp": [1.0, 2.0], "null_floor_pp": [0.1, 0.1]})
+ticks = sorted({t.get_text() for ax in plots.delta_by_attack(df).axes for t in ax.get_xticklabels()})
+print(json.dumps({"attacks": list(ATTACKS), "delta_pp": {k: float(v["delta_pp"]) for k, v in res.attacks.items()},
+                  "toy_lo": [None if v is None else float(v) for v in res.attacks["toy_mean"]["gpr_lo"]], "toy_records": len(res.records["toy_mean"]),
+                  "ticks": ticks}))
+'''
+
+
+def test_a_new_attack_is_one_module(tmp_path):
+    """Adding an attack is one module: a copy of the package with TOY_ATTACK dropped into audit/mia/ (its scores,
+    label, colour, tick and order) runs in `audit()` beside the shipped attacks with its intervals, and the figures
+    read its label, colour and tick from the registry; no other file is edited. Run last, it leaves the shipped
+    attacks' results unchanged (their permutations come first). A module that does not define ATTACK, or shares an
+    order, stops the registry with one line naming it."""
+    import json
+    import os
+    import shutil
+    import subprocess
+    import sys
+
+    from fairdp_core.audit.run import ATTACKS, audit
+
+    from .conftest import ROOT
 
     s, mem, g = _bank(4, 8, 120)
-    kw = dict(alpha=0.05, n_perm=20, n_null=2, stats_seed=3, delta=1e-5)
-    before = audit(-np.abs(s), s, mem, g, ["a", "b", "c"], **kw)
-    toy = Attack("toy_mean", "Toy above-the-mean", "#123456", "TOY",
-                 contributions=lambda b: prediction_contributions(b.phi >= b.phi.mean(0), b.mem))
-    monkeypatch.setitem(REGISTRY, toy.name, toy)
-    res = audit(-np.abs(s), s, mem, g, ["a", "b", "c"], **kw, attacks=(*ATTACKS, "toy_mean"))
-    assert "toy_mean" in res.attacks and res.attacks["toy_mean"]["gpr_lo"] is not None
-    assert res.records["toy_mean"].shape == (120,)
-    for name in ATTACKS:
-        assert res.attacks[name]["delta_pp"] == before.attacks[name]["delta_pp"], name
-    assert plots.ATTACK_LABELS["toy_mean"] == "Toy above-the-mean" and plots._color("Toy above-the-mean") == "#123456"
-    df = pd.DataFrame({"setting": "x", "eps_label": "ε = 1", "attack_label": ["Toy above-the-mean", "PA-GA"],
-                       "label": "DP-SGD", "delta_pp": [1.0, 2.0], "null_floor_pp": [0.1, 0.1]})
-    fig = plots.delta_by_attack(df)
-    ticks = {t.get_text() for ax in fig.axes for t in ax.get_xticklabels()}
-    assert "TOY" in ticks
+    before = audit(-np.abs(s), s, mem, g, ["a", "b", "c"], alpha=0.05, n_perm=20, n_null=2, stats_seed=3, delta=1e-5)
+    np.savez(tmp_path / "bank.npz", s=s, mem=mem, g=g)
+    shutil.copytree(ROOT / "fairdp_core", tmp_path / "fairdp_core", ignore=shutil.ignore_patterns("__pycache__"))
+    module = tmp_path / "fairdp_core" / "audit" / "mia" / "toy_mean.py"
+    env = {**os.environ, "PYTHONPATH": str(tmp_path), "MPLBACKEND": "Agg"}
+
+    def run(code: str, *args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-c", code, *args], cwd=tmp_path, env=env, capture_output=True,
+                              text=True, timeout=300)
+
+    module.write_text(TOY_ATTACK.replace("ORDER", "1000"))
+    out = run(TOY_ATTACK_CHECK, str(tmp_path / "bank.npz"))
+    assert out.returncode == 0, out.stderr[-2000:]
+    got = json.loads(out.stdout.splitlines()[-1])
+    assert got["attacks"] == [*ATTACKS, "toy_mean"] and got["toy_records"] == 120
+    assert all(lo is not None for lo in got["toy_lo"]) and "TOY" in got["ticks"]
+    assert {k: got["delta_pp"][k] for k in ATTACKS} == {k: before.attacks[k]["delta_pp"] for k in ATTACKS}
+
+    module.write_text(TOY_ATTACK.replace("ORDER", "10"))  # the order of alooa_cross_fit
+    out = run("import fairdp_core.audit.run")
+    assert out.returncode != 0 and "attack modules share an order" in out.stderr and "toy_mean" in out.stderr
+    module.write_text("X = 1\n")
+    out = run("import fairdp_core.audit.run")
+    assert out.returncode != 0 and "attack module fairdp_core.audit.mia.toy_mean defines no ATTACK" in out.stderr
+
+
+def test_an_unknown_attack_is_refused():
+    from fairdp_core.audit.run import audit
+
+    s, mem, g = _bank(4, 8, 120)
     with pytest.raises(ValueError, match="unknown attacks"):
-        audit(-np.abs(s), s, mem, g, ["a", "b", "c"], **kw, attacks=("nosuch",))
+        audit(-np.abs(s), s, mem, g, ["a", "b", "c"], alpha=0.05, n_perm=20, n_null=2, stats_seed=3, delta=1e-5,
+              attacks=("nosuch",))

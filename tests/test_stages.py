@@ -109,7 +109,15 @@ def _closure(start: set[str]) -> set[Path]:
             continue
         package = mod if f.name == "__init__.py" else mod.rpartition(".")[0]
         todo.extend(m for m in _imports(f, package) - seen if (mod, m) not in VALIDATION_ONLY)
+        if mod in DISCOVERS:  # a registry imports every module of its package by name at run time
+            found = _module_file(DISCOVERS[mod]).parent
+            todo.extend(f"{DISCOVERS[mod]}.{q.stem}" for q in sorted(found.glob("*.py")) if not q.stem.startswith("_"))
     return {_module_file(m).relative_to(ROOT) for m in seen if _module_file(m)}
+
+
+# Registries that import every module of a package at run time (pkgutil), which no import statement names: the
+# attacks (audit/mia/) and the datasets (data/sets/).
+DISCOVERS = {"fairdp_core.audit.mia": "fairdp_core.audit.mia", "fairdp_core.data.loaders": "fairdp_core.data.sets"}
 
 
 # Imports that only validate params and feed nothing into a stage's outputs: params.yaml's dataset names and groups
