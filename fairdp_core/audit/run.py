@@ -8,8 +8,9 @@ time each attack took. The pipeline's attack stage, :func:`fairdp_core.audit.cus
 call it; it reads and writes no file.
 
 The attacks are a registry (:data:`REGISTRY`, in the order they are run): a new attack is one module of
-fairdp_core/audit/mia/ defining its :class:`~fairdp_core.audit.bank.Attack`, and the parametrized tests over the registry (tests/test_attack_parity.py: no leak → chance; a planted group leak
-found in its group) check it with no new test code.
+fairdp_core/audit/mia/ defining its :class:`~fairdp_core.audit.bank.Attack`, and the parametrized tests over the
+registry (tests/test_attack_parity.py: no leak → chance; a planted group leak found in its group) check it with no
+new test code.
 """
 
 from __future__ import annotations
