@@ -13,8 +13,10 @@ source is reported as stale, and also fails the run: keep this list in step with
 
 With hints, each breakage first runs the one test that caught it last time; its failure counts only if that test passes
 alone on the unbroken code. Otherwise (or if it passes, or is gone) the whole suite runs. The verdict is the same either
-way, in a fraction of the time. The whole suite runs on the unbroken code (it must pass there, or no failure of it
-proves anything) only once some breakage needs it.
+way, in a fraction of the time. The whole suite runs on the unbroken code (it must pass there, in the order it runs
+in, or no failure of it proves anything: such a breakage is UNSOUND, never caught) only once some breakage needs it;
+a breakage settled by its hinted test needs only that test to pass alone on the unbroken code, so a run in which
+every breakage is settled that way does not check the rest of the suite (`make test` does).
 """
 
 from __future__ import annotations
@@ -346,28 +348,28 @@ def _passes_alone(work: Path, hint: list[str]) -> bool:
 
 
 class _Unbroken:
-    """Whether the whole suite passes on the unbroken copy ``work`` (made there by :func:`_copy_project` unless it
-    exists): run once, when the first breakage needs the suite (a breakage its hinted test catches never does), in
-    a copy of its own that no worker breaks."""
+    """Whether the suite, in a given order, passes on the unbroken copy ``work`` (made by :func:`_copy_project` with
+    the workers' copies, so it is the same snapshot): run once per order, when the first breakage needs the suite in
+    that order (a breakage its hinted test catches never does), in a copy no worker breaks. Per order, because the
+    suite stops at its first failure (-x) and a test may fail out of the order it passes in."""
 
     def __init__(self, work: Path | None = None) -> None:
         import threading
 
-        self._lock, self._passes, self.work = threading.Lock(), None, work
+        self._lock, self._passes, self.work = threading.Lock(), {}, work
 
-    def passes(self) -> bool:
+    def passes(self, files: list[str] | None = None) -> bool:
+        key = tuple(files or _SUITE)
         with self._lock:
-            if self._passes is None:
-                if not self.work.exists():
-                    _copy_project(self.work)
-                rc, last, _ = _run_suite(self.work)
-                print(f"unbroken code: {'passes' if rc == 0 else 'FAILS'} ({last})", flush=True)
-                self._passes = rc == 0
-            return self._passes
+            if key not in self._passes:
+                rc, last, _ = _run_suite(self.work, list(key))
+                print(f"unbroken code, suite starting {key[0]}: {'passes' if rc == 0 else 'FAILS'} ({last})", flush=True)
+                self._passes[key] = rc == 0
+            return self._passes[key]
 
     @property
     def ran(self) -> bool:
-        return self._passes is not None
+        return bool(self._passes)
 
 
 _UNBROKEN = _Unbroken()
@@ -394,9 +396,10 @@ def _try(work: Path, b: Breakage, hints: dict[str, list[str]]) -> tuple[str, str
                 rc, how = 0, "the suite (the hinted test fails alone on the unbroken code)"
             target.write_text(broken)
         if rc != 1:
-            if not _UNBROKEN.passes():  # a failure of the suite catches only if the suite passes unbroken
-                return "UNSOUND", "(the suite fails on the unbroken code, so its failure proves nothing)", []
-            rc, last, failed = _run_suite(work, _order(b.path))
+            order = _order(b.path)
+            if not _UNBROKEN.passes(order):  # a failure of the suite catches only if it passes unbroken, in that order
+                return "UNSOUND", "(the suite fails on the unbroken code in this order, so its failure proves nothing)", []
+            rc, last, failed = _run_suite(work, order)
             if how == "its hinted test":
                 how = "the suite"
     finally:
@@ -431,13 +434,12 @@ def main() -> int:
     import queue
     import threading
 
-    bad = []
     jobs = max(1, min(args.jobs, len(chosen)))
     with tempfile.TemporaryDirectory(prefix="fairdp-breakages-") as tmp:
         works = [Path(tmp) / f"w{j}" for j in range(jobs)]
-        for w in works:
+        _UNBROKEN.work = Path(tmp) / "unbroken"  # copied with the workers' copies: one snapshot of the code
+        for w in (*works, _UNBROKEN.work):
             _copy_project(w)
-        _UNBROKEN.work = Path(tmp) / "unbroken"
         hints = {} if args.no_hints else {k: [h for h in v if h.split("::", 1)[0] in _SUITE]  # --suite narrows them
                                            for k, v in _load_hints().items()}
         hinted = sorted({h for v in hints.values() for h in v})
@@ -451,6 +453,7 @@ def main() -> int:
         for b in chosen:
             todo.put(b)
         lock = threading.Lock()
+        verdicts: dict[str, str] = {}
 
         def worker(work: Path) -> None:  # threads only wait on their pytest subprocess
             while True:
@@ -458,12 +461,14 @@ def main() -> int:
                     b = todo.get_nowait()
                 except queue.Empty:
                     return
-                verdict, msg, failed = _try(work, b, hints)
+                try:
+                    verdict, msg, failed = _try(work, b, hints)
+                except Exception as e:  # noqa: BLE001 - a breakage that could not be tried is never counted as caught
+                    verdict, msg, failed = "ERROR", f"({type(e).__name__}: {e})", []
                 with lock:
+                    verdicts[b.name] = verdict
                     print(f"{verdict:9s} {b.name} {msg}", flush=True)
-                    if verdict != "caught":
-                        bad.append(b.name)
-                    elif failed:
+                    if verdict == "caught" and failed:
                         found[b.name] = failed[:1]
 
         threads = [threading.Thread(target=worker, args=(w,)) for w in works]
@@ -471,17 +476,18 @@ def main() -> int:
             t.start()
         for t in threads:
             t.join()
-    if not _UNBROKEN.ran:
+    caught = [b.name for b in chosen if verdicts.get(b.name) == "caught"]  # untried or crashed: never caught
+    if not _UNBROKEN.ran and len(caught) == len(chosen):
         print("unbroken code: the whole suite was not needed (each breakage failed its hinted test, which passes alone "
               "on the unbroken code)")
-    elif not _UNBROKEN.passes():
+    if "UNSOUND" in verdicts.values():
         print("the suite fails on the unbroken code: fix it first", file=sys.stderr)
-    print(f"{len(chosen) - len(bad)} of {len(chosen)} breakages caught")
+    print(f"{len(caught)} of {len(chosen)} breakages caught")
     if args.write_hints:
         kept = {k: v for k, v in _load_hints().items() if k in {b.name for b in BREAKAGES} and k not in found}
         HINTS.write_text(json.dumps(dict(sorted({**kept, **found}.items())), indent=1, ensure_ascii=False) + "\n")
         print(f"hints for {len(found)} breakages written to {HINTS}")
-    return 1 if bad else 0
+    return 0 if len(caught) == len(chosen) else 1
 
 
 if __name__ == "__main__":

@@ -373,3 +373,58 @@ def test_an_unknown_attack_is_refused():
     with pytest.raises(ValueError, match="unknown attacks"):
         audit(-np.abs(s), s, mem, g, ["a", "b", "c"], alpha=0.05, n_perm=20, n_null=2, stats_seed=3, delta=1e-5,
               attacks=("nosuch",))
+
+
+# Each shipped attack's Δ, permutation p-value and null floor on one small bank, computed by the code before the
+# attacks became modules (commit 161a9f0, the registry inline in audit/run.py); rounded to 9 decimals.
+GOLDEN = {"alooa_cross_fit": [6.451612903, 0.571428571, 7.877304147], "alooa_in_sample": [2.419354839, 0.952380952,
+          7.304147465], "alooa_null_corrected": [2.491359447, 0.904761905, 7.795218894], "ga": [8.755760369,
+          0.523809524, 9.471486175], "gba": [5.64516129, None, 4.017857143], "lira_online": [6.451612903, 0.857142857,
+          11.553859447], "lira_offline": [3.629032258, 1.0, 9.495967742], "rmia": [6.048387097, 0.619047619,
+          7.857142857], "rmia_offline": [8.899769585, 0.428571429, 7.70593318]}
+
+
+def test_the_shipped_attacks_run_in_their_order_with_their_results():
+    """The registry's order is part of every result (one permutation stream): the shipped attacks run in this order
+    and give the values the inline registry gave. Discovery by module name instead of ``order`` (LiRA offline
+    before online), a wrong ``order``, or a changed score fails here."""
+    from fairdp_core.audit.run import ATTACKS, audit
+
+    assert ATTACKS == ("alooa_cross_fit", "alooa_in_sample", "alooa_null_corrected", "ga", "gba", "lira_online",
+                       "lira_offline", "rmia", "rmia_offline")
+    rng = np.random.default_rng(11)
+    M, m = 8, 90
+    mem = np.zeros((M, m), bool)
+    for j in range(0, M, 2):
+        half = rng.permutation(m) < m // 2
+        mem[j], mem[j + 1] = half, ~half
+    g = rng.integers(0, 3, m)
+    s = np.round(rng.normal(size=(M, m)) + 0.4 * mem + 0.3 * mem * (g == 2), 1)
+    res = audit(-np.abs(s), s, mem, g, ["a", "b", "c"], alpha=0.05, n_perm=20, n_null=2, stats_seed=3, delta=1e-5)
+    got = {k: [round(float(v["delta_pp"]), 9), None if v["p_perm"] is None else round(float(v["p_perm"]), 9),
+               round(float(v["null_floor_pp"]), 9)] for k, v in res.attacks.items()}
+    assert list(got) == list(ATTACKS)
+    assert got == GOLDEN
+
+
+@pytest.mark.parametrize(("source", "message"), [
+    ('ATTACK = Attack("other", "x", "#000000", "X", order=5, advantage=lambda b: b.mem.mean(0))',
+     "declares the attack 'other': a module is named after its attack"),
+    ('ATTACK = Attack("toy", "x", "#000000", "X", order=5)', "give exactly one of contributions and advantage"),
+    ('ATTACK = Attack("toy", "x", "#000000", "X", order=5, advantage=lambda b: b.mem.mean(0), first=True)',
+     "first and low_fpr need its scores"),
+])
+def test_a_malformed_attack_module_stops_the_registry(tmp_path, monkeypatch, source, message):
+    import importlib
+    import sys
+
+    from fairdp_core.audit.mia import discover
+
+    pkg = tmp_path / "toy_attacks"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "toy.py").write_text(f"from fairdp_core.audit.bank import Attack\n\n{source}\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    sys.modules.pop("toy_attacks", None), sys.modules.pop("toy_attacks.toy", None)
+    with pytest.raises(ValueError, match=message):
+        discover(importlib.import_module("toy_attacks"))

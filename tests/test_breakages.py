@@ -110,3 +110,21 @@ def test_every_breakage_still_applies_to_the_code():
     stale = [f"{b.name}: {(pb.ROOT / b.path).read_text().count(b.old)} matches in {b.path}" for b in pb.BREAKAGES
              if (pb.ROOT / b.path).read_text().count(b.old) != 1]
     assert not stale, stale
+
+
+def test_a_breakage_the_harness_cannot_try_is_not_caught(monkeypatch, capsys):
+    """A breakage whose try raises (the harness, not the suite, failed) counts as not caught, and the run fails."""
+    monkeypatch.setattr(pb, "_copy_project", lambda dst: dst.mkdir(parents=True))
+    monkeypatch.setattr(pb, "_run_suite", lambda work, files=None: (0, "1 passed", []))
+    monkeypatch.setattr(pb, "_load_hints", lambda: {})
+
+    def boom(*a, **k):
+        raise OSError("no space left on device")
+
+    monkeypatch.setattr(pb, "_try", boom)
+    monkeypatch.setattr(pb, "BREAKAGES", (BROKEN, HARMLESS))
+    monkeypatch.setattr(pb, "_UNBROKEN", pb._Unbroken())
+    monkeypatch.setattr(sys, "argv", ["privacy_breakages.py", "--jobs", "2"])
+    assert pb.main() == 1
+    out = capsys.readouterr().out
+    assert "0 of 2 breakages caught" in out and "ERROR" in out and "not needed" not in out
