@@ -412,7 +412,11 @@ def test_the_shipped_attacks_run_in_their_order_with_their_results():
      "declares the attack 'other': a module is named after its attack"),
     ('ATTACK = Attack("toy", "x", "#000000", "X", order=5)', "give exactly one of contributions and advantage"),
     ('ATTACK = Attack("toy", "x", "#000000", "X", order=5, advantage=lambda b: b.mem.mean(0), first=True)',
-     "first and low_fpr need its scores"),
+     "first, low_fpr and roc need its scores"),
+    ('ATTACK = Attack("toy", "x", "#000000", "X", order=5, advantage=lambda b: b.mem.mean(0), roc=True)',
+     "first, low_fpr and roc need its scores"),
+    ('ATTACK = Attack("toy", "x", "#000000", "X", order=5, advantage=lambda b: b.mem.mean(0), first=True, '
+     'scores=lambda b: b.phi, min_models=8)', "min_models 8 cannot hold"),
 ])
 def test_a_malformed_attack_module_stops_the_registry(tmp_path, monkeypatch, source, message):
     import importlib
@@ -428,3 +432,19 @@ def test_a_malformed_attack_module_stops_the_registry(tmp_path, monkeypatch, sou
     sys.modules.pop("toy_attacks", None), sys.modules.pop("toy_attacks.toy", None)
     with pytest.raises(ValueError, match=message):
         discover(importlib.import_module("toy_attacks"))
+
+
+def test_an_attacks_scores_never_meet_the_banks_own_caches():
+    """An attack's scores are cached apart from the bank's own arrays (``scores``, the sorts): an attack named like
+    one of them gets its own scores, and the bank's PA-ALOOA score is untouched."""
+    from fairdp_core.audit.bank import Bank
+
+    s, mem, g = _bank(4, 8, 60)
+    bank = Bank(loss=-s, phi=s, mem=mem, g=g, K=3, rng=np.random.default_rng(0), n_null=2,
+                scorers={"scores": lambda b: b.phi + 100.0, "rows_sorted": lambda b: b.phi - 100.0})
+    assert np.array_equal(bank.score("scores"), s + 100.0) and np.array_equal(bank.scores, s)
+    assert np.array_equal(bank.score("rows_sorted"), s - 100.0)
+    assert np.array_equal(bank.rows_sorted[1], attacks.sort_rows_with_labels(s, mem)[1])  # the bank's own sort
+    assert list(bank.computed_scores()) == ["scores", "rows_sorted"]
+    with pytest.raises(KeyError, match="computes no scores"):
+        bank.score("ga")

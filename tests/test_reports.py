@@ -345,6 +345,8 @@ def test_an_undefined_correlation_is_said_in_words_not_printed_as_nan():
     from fairdp_core.reporting.index import _correlation_text
 
     nan = float("nan")
-    text = _correlation_text({"r": nan, "lo": nan, "hi": nan})
-    assert "undefined" in text and not _NAN_IN_TEXT.search(text)
-    assert _correlation_text({"r": 0.5, "lo": 0.1, "hi": 0.8}) == "r = 0.50 [0.10, 0.80]"
+    text = _correlation_text({"n": 6, "r": nan, "lo": nan, "hi": nan})
+    assert "the same for every target" in text and not _NAN_IN_TEXT.search(text)
+    text = _correlation_text({"n": 3, "r": nan, "lo": nan, "hi": nan})  # too few targets, whatever their values
+    assert text == "r not computed (3 targets with both values; it needs 4)"
+    assert _correlation_text({"n": 6, "r": 0.5, "lo": 0.1, "hi": 0.8}) == "r = 0.50 [0.10, 0.80]"

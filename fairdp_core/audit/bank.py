@@ -31,6 +31,7 @@ class Bank:
     n_null: int
     scorers: dict[str, Callable[[Bank], np.ndarray]] = field(default_factory=dict)
     _cache: dict[str, np.ndarray] = field(default_factory=dict, init=False, repr=False)
+    _scores: dict[str, np.ndarray] = field(default_factory=dict, init=False, repr=False)  # apart: any attack name
 
     def _once(self, name: str, compute: Callable[[], np.ndarray]) -> np.ndarray:
         if name not in self._cache:
@@ -46,11 +47,13 @@ class Bank:
         """Attack ``attack``'s per-(model, record) scores [M, m] (its :attr:`Attack.scores`), computed once."""
         if attack not in self.scorers:
             raise KeyError(f"attack {attack!r} computes no scores (those that do: {', '.join(self.scorers)})")
-        return self._once(attack, lambda: self.scorers[attack](self))
+        if attack not in self._scores:
+            self._scores[attack] = self.scorers[attack](self)
+        return self._scores[attack]
 
     def computed_scores(self) -> dict[str, np.ndarray]:
         """The attacks' scores computed so far, in the registry's order."""
-        return {k: self._cache[k] for k in self.scorers if k in self._cache}
+        return {k: self._scores[k] for k in self.scorers if k in self._scores}
 
     @property
     def rows_sorted(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -94,7 +97,15 @@ class Attack:
     interval). Exactly one of the two is given. ``null_floor``: replaces the permutation floor where the attack's
     fit depends on the groups. ``group_intervals`` / ``test_delta``: whether its per-group intervals and its test of
     Δ > 0 are reported (``note`` says why not). ``min_models``: left out of smaller banks. ``label``, ``color`` and
-    ``short`` (a figure's tick): how every report names and draws it (fairdp_core/reporting/plots.py reads them here)."""
+    ``short`` (a figure's tick): how every report names and draws it (fairdp_core/reporting/plots.py reads them here).
+    ``order``: where it runs and is reported among the registry's attacks; they draw their permutations from one
+    stream in this order, so the order is part of every result. ``scores``: the per-(model, record) scores [M, m]
+    it computes from the bank, once (:meth:`Bank.score`), returned with the result; they draw nothing from the
+    bank's generator (the ``first`` ones are computed on threads). ``first``: its scores are computed before any
+    attack runs, beside the other such attacks'. ``low_fpr``: the low-FPR view per group (TPR at 0.1% and 1% FPR,
+    the ε lower bound) reads its scores; exactly one attack has it. ``first`` and ``low_fpr`` are computed on every
+    bank, so such an attack needs no more than the 2 models every bank has. ``roc``: the user's audit
+    (:func:`fairdp_core.audit.custom.audit_bank`) draws the ROC per group of its scores."""
 
     name: str
     label: str
@@ -111,3 +122,4 @@ class Attack:
     scores: Callable[[Bank], np.ndarray] | None = None
     first: bool = False
     low_fpr: bool = False
+    roc: bool = False

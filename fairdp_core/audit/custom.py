@@ -38,7 +38,7 @@ from .custom_checks import _gb, available_memory, check_recipe, memory_estimate
 from .custom_result import CustomAudit, _roc
 from .design import audit_design
 from .inference import cross_fit_contributions, group_inference
-from .run import audit
+from .run import REGISTRY, audit
 from .signals import logit_confidence
 from .verdicts import is_degenerate
 
@@ -119,14 +119,15 @@ def audit_bank(loss: np.ndarray, membership: np.ndarray, groups: np.ndarray, *, 
         phi = np.log(p) - np.log1p(-p)
     result = audit(loss, phi, mem, g, names, alpha=alpha, n_perm=n_perm, n_null=n_null, stats_seed=seed, delta=delta)
     records, group_rows, attacks, low_fpr = result.records, result.group_rows, result.attacks, result.low_fpr
-    groups_df = pd.DataFrame([r for r in group_rows if r["attack"] != "lira_online_lowfpr"])
+    low_fpr_rows = {f"{a.name}_lowfpr" for a in REGISTRY.values() if a.low_fpr}  # the low-FPR view, apart
+    groups_df = pd.DataFrame([r for r in group_rows if r["attack"] not in low_fpr_rows])
     groups_df = groups_df.assign(gpr_pp=100 * groups_df["gpr"],
                                  lo_pp=(100 * pd.to_numeric(groups_df["gpr_lo"], errors="coerce")).clip(-100, 100),
                                  hi_pp=(100 * pd.to_numeric(groups_df["gpr_hi"], errors="coerce")).clip(-100, 100))
     groups_df = groups_df.rename(columns={"group": "group_code"}).rename(columns={"group_name": "group"})[
         ["attack", "group", "n_records", "gpr_pp", "lo_pp", "hi_pp"]]
-    # ROC per group over the (model, record) pairs: LiRA online, RMIA, and the raw loss
-    sig = {k: result.scores[k] for k in ("lira_online", "rmia", "rmia_offline") if k in result.scores}
+    # ROC per group over the (model, record) pairs: the attacks marked roc (LiRA online, RMIA), and the raw loss
+    sig = {k: result.scores[k] for k, a in REGISTRY.items() if a.roc and k in result.scores}
     sig["alooa"] = -loss
     roc_rows = []
     for a, sc in sig.items():

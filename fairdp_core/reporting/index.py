@@ -200,10 +200,12 @@ def this_run_detections(dp: pd.DataFrame, alpha: float = 0.05) -> tuple[int, int
 
 
 def _correlation_text(v: dict) -> str:
-    """Pearson r with its interval, or why it is undefined (one of the two columns is constant over the targets: a
-    small design's PA-LOOA can be 0 for every one)."""
+    """Pearson r with its interval, or why it is undefined: fewer than 4 targets with both values, or one of the two
+    columns constant over the targets (a small design's PA-LOOA can be 0 for every one)."""
     if np.isfinite(v["r"]):
         return f"r = {v['r']:.2f} [{v['lo']:.2f}, {v['hi']:.2f}]"
+    if v.get("n", 0) < 4:
+        return f"r not computed ({v.get('n', 0)} targets with both values; it needs 4)"
     return "r undefined (one attack's advantage is the same for every target)"
 
 

@@ -31,8 +31,11 @@ def discover(package=None) -> dict[str, Attack]:
                              "after its attack")
         if (attack.contributions is None) == (attack.advantage is None):
             raise ValueError(f"attack module {module.__name__}: give exactly one of contributions and advantage")
-        if (attack.first or attack.low_fpr) and attack.scores is None:
-            raise ValueError(f"attack module {module.__name__}: first and low_fpr need its scores")
+        if (attack.first or attack.low_fpr or attack.roc) and attack.scores is None:
+            raise ValueError(f"attack module {module.__name__}: first, low_fpr and roc need its scores")
+        if (attack.first or attack.low_fpr) and attack.min_models > 2:
+            raise ValueError(f"attack module {module.__name__}: first and low_fpr run on every bank, so min_models "
+                             f"{attack.min_models} cannot hold (at most 2)")
         found.append(attack)
     orders = [a.order for a in found]
     if len(set(orders)) != len(orders):

@@ -9,7 +9,7 @@ from ..bank import Attack
 from ..inference import prediction_contributions
 
 ATTACK = Attack("lira_online", "LiRA online", "#CC79A7", "LiRA\non", order=60,
-                scores=lambda b: lira_scores(b.phi, b.mem, mode="online"), first=True, low_fpr=True,
+                scores=lambda b: lira_scores(b.phi, b.mem, mode="online"), first=True, low_fpr=True, roc=True,
                 contributions=lambda b: prediction_contributions(b.score("lira_online") >= 0, b.mem),
                 group_intervals=False,
                 note="per-group GPR intervals not reported: they undercover in simulation (down to 0.86, "

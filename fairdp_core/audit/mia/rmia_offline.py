@@ -8,4 +8,4 @@ from ..rmia import OFFLINE_RMIA_MIN_MODELS, rmia_scores
 ATTACK = Attack("rmia_offline", "RMIA offline", "#AA3377", "RMIA\noff", order=90,
                 scores=lambda b: rmia_scores(b.phi, b.mem, mode="offline"),
                 contributions=lambda b: cross_fit_contributions(b.score("rmia_offline"), b.mem),
-                min_models=OFFLINE_RMIA_MIN_MODELS)
+                min_models=OFFLINE_RMIA_MIN_MODELS, roc=True)
