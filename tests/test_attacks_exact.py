@@ -448,3 +448,20 @@ def test_an_attacks_scores_never_meet_the_banks_own_caches():
     assert list(bank.computed_scores()) == ["scores", "rows_sorted"]
     with pytest.raises(KeyError, match="computes no scores"):
         bank.score("ga")
+
+
+def test_an_audit_without_the_low_fpr_view_computes_only_what_its_attacks_need():
+    """audit(low_fpr=False): no low-FPR rows or view, no LiRA scores unless a LiRA attack is chosen, and the chosen
+    attacks' results equal those of the full audit of the same subset (LiRA's scores draw nothing from the stream)."""
+    from fairdp_core.audit.run import audit
+
+    s, mem, g = _bank(6, 8, 90)
+    kw = dict(alpha=0.05, n_perm=20, n_null=2, stats_seed=3, delta=1e-5, attacks=("alooa_cross_fit", "rmia"))
+    full, lean = audit(-np.abs(s), s, mem, g, ["a", "b", "c"], **kw), audit(-np.abs(s), s, mem, g, ["a", "b", "c"],
+                                                                           **kw, low_fpr=False)
+    assert full.low_fpr and not lean.low_fpr and "low_fpr_s" not in lean.timings
+    assert not [r for r in lean.group_rows if r["attack"].endswith("_lowfpr")]
+    assert list(full.scores) == ["lira_online", "lira_offline", "rmia"] and list(lean.scores) == ["rmia"]
+    for name in ("alooa_cross_fit", "rmia"):
+        assert lean.attacks[name]["delta_pp"] == full.attacks[name]["delta_pp"]
+        assert lean.attacks[name]["p_perm"] == full.attacks[name]["p_perm"]

@@ -536,8 +536,37 @@ def test_paired_route_difference_finds_a_planted_gap_and_nothing_between_equal_a
         la, lb, mem, g = study(rng, 0.0)
         c = paired_difference(la, lb, mem, g, ["g0", "g1"], alpha=0.05)["contrast_change"]
         covered += c["lo_pp"] <= 0 <= c["hi_pp"]
-        sa = arm_statistics(la, mem, g, ["g0", "g1"], alpha=0.05)["contrast"]["se_pp"]
-        sb = arm_statistics(lb, mem, g, ["g0", "g1"], alpha=0.05)["contrast"]["se_pp"]
+        sa = arm_statistics(la, mem, g, ["g0", "g1"], alpha=0.05, n_perm=1)["contrast"]["se_pp"]  # p_perm unused
+        sb = arm_statistics(lb, mem, g, ["g0", "g1"], alpha=0.05, n_perm=1)["contrast"]["se_pp"]
         ratio.append(c["se_pp"] / math.hypot(sa, sb))
     assert covered >= 180, covered
     assert np.median(ratio) < 2 / 3, np.median(ratio)
+
+
+def test_the_synthetic_arms_are_audited_by_the_one_audit_with_the_old_numbers(monkeypatch):
+    """arm_statistics runs the audit's one entry point (audit(), cross-fitted PA-ALOOA alone, no low-FPR view): its
+    numbers are those the stage computed by hand before (values from that code, commit 161a9f0), and it fails when
+    audit() does."""
+    from fairdp_core.stages import synth_audit
+
+    rng = np.random.default_rng(5)
+    M, m = 8, 200
+    mem = np.zeros((M, m), bool)
+    for j in range(0, M, 2):
+        h = rng.permutation(m) < m // 2
+        mem[j], mem[j + 1] = h, ~h
+    g = rng.integers(0, 2, m)
+    loss = np.abs(rng.normal(size=(M, m))) * (1 - 0.3 * mem)
+    st = synth_audit.arm_statistics(loss, mem, g, ["g0", "g1"], alpha=0.05, n_perm=10, stats_seed=1)
+    assert st["delta_pp"] == pytest.approx(1.6961059815335202, rel=1e-12)
+    assert st["gpr_lo_pp"] == pytest.approx([-1.280046383995792, -3.732846670328649], rel=1e-12)
+    assert st["p_delta_gt_0"] == pytest.approx(0.6952525975121703, rel=1e-12)
+    assert st["contrast"]["se_pp"] == pytest.approx(4.00763731344613, rel=1e-12)
+    assert st["contrast"]["mde80_pp"] == pytest.approx(11.221384477649165, rel=1e-12)
+
+    def refuse(*a, **k):
+        raise RuntimeError("audit() called")
+
+    monkeypatch.setattr(synth_audit, "audit", refuse)
+    with pytest.raises(RuntimeError, match="audit"):
+        synth_audit.arm_statistics(loss, mem, g, ["g0", "g1"], alpha=0.05)

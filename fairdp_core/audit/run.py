@@ -108,12 +108,15 @@ def _low_fpr(bank: Bank, names: list[str], *, alpha: float, delta: float) -> tup
 
 
 def audit(loss: np.ndarray, phi: np.ndarray, mem: np.ndarray, g: np.ndarray, names: list[str], *, alpha: float,
-          n_perm: int, n_null: int, stats_seed, delta: float, attacks: tuple[str, ...] = ATTACKS) -> AuditResult:
+          n_perm: int, n_null: int, stats_seed, delta: float, attacks: tuple[str, ...] = ATTACKS,
+          low_fpr: bool = True) -> AuditResult:
     """Every attack of ``attacks`` (registered names; default :data:`ATTACKS`, the registry as shipped; those needing
     more models than the bank has are left out) and its statistics on one bank: ``loss`` and ``phi`` [M, m] on the
     audited records, ``mem`` [M, m] their membership, ``g`` [m] their groups (0..K−1, named ``names``). Attacks run
     in the registry's order and draw their permutations from one generator seeded by ``stats_seed``, so a subset
-    changes the later attacks' permutations: results are comparable only between runs of the same subset."""
+    changes the later attacks' permutations: results are comparable only between runs of the same subset.
+    ``low_fpr``: also the low-FPR view per group (with it, the scores of every ``first`` attack are computed, as the
+    pipeline always has; without it, only those of the chosen attacks)."""
     unknown = set(attacks) - set(REGISTRY)
     if unknown:
         raise ValueError(f"unknown attacks {sorted(unknown)} (known: {', '.join(REGISTRY)})")
@@ -125,7 +128,7 @@ def audit(loss: np.ndarray, phi: np.ndarray, mem: np.ndarray, g: np.ndarray, nam
     # the scores of the attacks marked ``first`` (LiRA's two modes; the low-FPR view needs the online one) before any
     # attack: they are independent of each other, so on threads
     t0 = time.perf_counter()
-    ordered_map(bank.score, [a.name for a in REGISTRY.values() if a.first])
+    ordered_map(bank.score, [a.name for a in REGISTRY.values() if a.first and (low_fpr or a.name in attacks)])
     timings["first_scores_s"] = time.perf_counter() - t0
     for attack in (a for name, a in REGISTRY.items() if name in attacks):  # the registry's order
         if mem.shape[0] < attack.min_models:
@@ -146,8 +149,10 @@ def audit(loss: np.ndarray, phi: np.ndarray, mem: np.ndarray, g: np.ndarray, nam
         summ = summaries[attack.name] = _summary(attack, est, floor, p_perm, res, names)
         group_rows += [{"attack": attack.name, "group": k, "group_name": names[k], "n_records": int((g == k).sum()),
                         "gpr": est[k], "gpr_lo": summ["gpr_lo"][k], "gpr_hi": summ["gpr_hi"][k]} for k in range(K)]
-    t0 = time.perf_counter()
-    low_fpr, rows = _low_fpr(bank, names, alpha=alpha, delta=delta)
-    timings["low_fpr_s"] = time.perf_counter() - t0
-    return AuditResult(records=records, group_rows=group_rows + rows, attacks=summaries, low_fpr=low_fpr,
+    views, rows = {}, []
+    if low_fpr:
+        t0 = time.perf_counter()
+        views, rows = _low_fpr(bank, names, alpha=alpha, delta=delta)
+        timings["low_fpr_s"] = time.perf_counter() - t0
+    return AuditResult(records=records, group_rows=group_rows + rows, attacks=summaries, low_fpr=views,
                        timings=timings, scores=bank.computed_scores())

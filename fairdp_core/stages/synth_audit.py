@@ -25,7 +25,8 @@ import pandas as pd
 from ..atomic import atomic_dir
 from ..audit.design import audit_design
 from ..audit.inference import cross_fit_contributions, group_inference
-from ..audit.stats import delta_pp, gpr
+from ..audit.run import audit
+from ..audit.stats import gpr
 from ..config import Params, load_params
 from ..data.base import load
 from ..seeding import derive_rng, derive_seed
@@ -35,19 +36,21 @@ from .synth import _dpsgd_proba, dpdsyn_spec
 __all__ = ["arm_statistics", "paired_difference", "main", "run_synth_audit"]
 
 
-def arm_statistics(loss: np.ndarray, mem: np.ndarray, g: np.ndarray, names: list[str], *, alpha: float) -> dict:
-    """Cross-fitted PA-ALOOA on one arm's losses [2R, m] with membership [2R, m] and groups [m]: GPR per group
-    with intervals, Δ (pp) with its simultaneous interval, the two-group contrast and its minimal detectable size
-    at 80% power (pp)."""
-    c = cross_fit_contributions(-np.asarray(loss, np.float64), mem)
-    adv = c.sum(0)
-    K = len(names)
-    res = group_inference(c, g, K, alpha=alpha)
-    est = gpr(adv, g, K)
-    out = {"gpr_pp": [100 * v for v in est], "gpr_lo_pp": [100 * v for v in res["gpr_lo"]],
-           "gpr_hi_pp": [100 * v for v in res["gpr_hi"]], "delta_pp": delta_pp(est), "delta_lo": res["delta_lo"],
+def arm_statistics(loss: np.ndarray, mem: np.ndarray, g: np.ndarray, names: list[str], *, alpha: float,
+                   n_perm: int = 1000, stats_seed: int = 0) -> dict:
+    """Cross-fitted PA-ALOOA on one arm's losses [2R, m] with membership [2R, m] and groups [m], by the audit's one
+    entry point (:func:`fairdp_core.audit.run.audit`, that attack alone, no low-FPR view): GPR per group with
+    intervals, Δ (pp) with its simultaneous interval, the two-group contrast and its minimal detectable size at 80%
+    power (pp). The audit's permutation test (``n_perm`` permutations from ``stats_seed``) is not reported here."""
+    loss = np.asarray(loss, np.float64)
+    p = np.clip(np.exp(-loss), 1e-12, 1 - 1e-12)  # the loss's confidence, as the user's audit of losses has it
+    res = audit(loss, np.log(p) - np.log1p(-p), np.asarray(mem, bool), np.asarray(g), names, alpha=alpha,
+                n_perm=n_perm, n_null=1, stats_seed=stats_seed, delta=0.0, attacks=("alooa_cross_fit",),
+                low_fpr=False).attacks["alooa_cross_fit"]
+    out = {"gpr_pp": [100 * v for v in res["gpr"]], "gpr_lo_pp": [100 * v for v in res["gpr_lo"]],
+           "gpr_hi_pp": [100 * v for v in res["gpr_hi"]], "delta_pp": res["delta_pp"], "delta_lo": res["delta_lo"],
            "delta_hi": res["delta_hi"], "p_delta_gt_0": res["p_delta_gt_0"], "contrast": None}
-    if K == 2:
+    if len(names) == 2:
         r = res["contrasts"][0]
         out["contrast"] = {"groups": names, "diff_pp": 100 * r["diff"], "se_pp": 100 * r["se"], "lo_pp": 100 * r["lo"],
                            "hi_pp": 100 * r["hi"], "p": r["p"], "mde80_pp": 2.8 * 100 * r["se"]}
@@ -121,7 +124,8 @@ def run_synth_audit(params: Params, dataset: str, out: str | os.PathLike) -> tup
                                                              alpha=params.audit.alpha)
         for arm, loss, acc, spent in (("dpdsyn", loss_syn, np.array(acc_syn), max(eps_spent)),
                                       ("dpsgd", loss_dp, acc_dp, max(x.epsilon for x in bank.accounting))):
-            st = arm_statistics(loss, mem, g, names, alpha=params.audit.alpha)
+            st = arm_statistics(loss, mem, g, names, alpha=params.audit.alpha, n_perm=params.audit.n_perm,
+                                stats_seed=derive_seed(params.seed, "synth_audit", dataset, arm, float(eps), "stats"))
             st.update(accuracy_mean=float(acc.mean()), accuracy_sd=float(acc.std(ddof=1)), epsilon_spent=spent)
             arms[f"{arm}@{eps:g}"] = st
             for k, nm in enumerate(names):
