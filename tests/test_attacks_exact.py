@@ -465,3 +465,31 @@ def test_an_audit_without_the_low_fpr_view_computes_only_what_its_attacks_need()
     for name in ("alooa_cross_fit", "rmia"):
         assert lean.attacks[name]["delta_pp"] == full.attacks[name]["delta_pp"]
         assert lean.attacks[name]["p_perm"] == full.attacks[name]["p_perm"]
+
+
+def test_audit_results_are_typed_rows_written_with_the_same_keys():
+    """audit() returns typed rows (GroupRisk, LowFprRow, AttackSummary: named, frozen fields) that read as mappings
+    and write exactly the keys, in the order, of the pipeline's summary.json and groups.csv."""
+    import dataclasses
+
+    from fairdp_core.audit.run import AttackSummary, GroupRisk, LowFprRow, audit
+
+    s, mem, g = _bank(6, 8, 90)
+    res = audit(-np.abs(s), s, mem, g, ["a", "b", "c"], alpha=0.05, n_perm=20, n_null=2, stats_seed=3, delta=1e-5)
+    head = ["gpr", "delta_pp", "null_floor_pp", "p_perm", "interval", "gpr_lo", "gpr_hi", "delta_lo", "delta_hi",
+            "p_delta_gt_0", "contrast"]
+    cf, ins, gba = res.attacks["alooa_cross_fit"], res.attacks["alooa_in_sample"], res.attacks["gba"]
+    assert all(isinstance(a, AttackSummary) for a in res.attacks.values())
+    assert list(cf.as_dict()) == [*head, "contrasts"] and list(ins.as_dict()) == head  # a point estimate: none
+    assert list(gba.as_dict()) == [*head, "contrasts", "note"] and gba["note"] == gba.note
+    assert cf["delta_pp"] == cf.delta_pp and dict(cf) == cf.as_dict() and "contrasts" in cf and "note" not in cf
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        cf.delta_pp = 0.0
+    risks = [r for r in res.group_rows if isinstance(r, GroupRisk)]
+    views = [r for r in res.group_rows if isinstance(r, LowFprRow)]
+    assert len(risks) + len(views) == len(res.group_rows) and len(views) == len(res.low_fpr)
+    assert risks[0].attack == "alooa_cross_fit" and risks[0]["gpr"] == risks[0].gpr
+    assert list(res.groups.columns) == ["attack", "group", "group_name", "n_records", "gpr", "gpr_lo", "gpr_hi",
+                                        "tpr_at_0.1pct", "tpr_at_0.1pct_lo", "tpr_at_0.1pct_hi", "tpr_at_1pct",
+                                        "tpr_at_1pct_lo", "tpr_at_1pct_hi", "eps_lb"]
+    assert views[0]["tpr_at_0.1pct"] == views[0].tpr_at_01pct and views[0].attack == "lira_online_lowfpr"

@@ -38,6 +38,7 @@ from .custom_checks import _gb, available_memory, check_recipe, memory_estimate
 from .custom_result import CustomAudit, _roc
 from .design import audit_design
 from .inference import cross_fit_contributions, group_inference
+from .rows import GroupRisk
 from .run import REGISTRY, audit
 from .signals import logit_confidence
 from .verdicts import is_degenerate
@@ -118,9 +119,9 @@ def audit_bank(loss: np.ndarray, membership: np.ndarray, groups: np.ndarray, *, 
         p = np.clip(np.exp(-loss), 1e-12, 1 - 1e-12)
         phi = np.log(p) - np.log1p(-p)
     result = audit(loss, phi, mem, g, names, alpha=alpha, n_perm=n_perm, n_null=n_null, stats_seed=seed, delta=delta)
-    records, group_rows, attacks, low_fpr = result.records, result.group_rows, result.attacks, result.low_fpr
-    low_fpr_rows = {f"{a.name}_lowfpr" for a in REGISTRY.values() if a.low_fpr}  # the low-FPR view, apart
-    groups_df = pd.DataFrame([r for r in group_rows if r["attack"] not in low_fpr_rows])
+    records, low_fpr = result.records, result.low_fpr
+    attacks = {name: s.as_dict() for name, s in result.attacks.items()}
+    groups_df = pd.DataFrame([r.as_dict() for r in result.group_rows if isinstance(r, GroupRisk)])  # not the low-FPR view
     groups_df = groups_df.assign(gpr_pp=100 * groups_df["gpr"],
                                  lo_pp=(100 * pd.to_numeric(groups_df["gpr_lo"], errors="coerce")).clip(-100, 100),
                                  hi_pp=(100 * pd.to_numeric(groups_df["gpr_hi"], errors="coerce")).clip(-100, 100))

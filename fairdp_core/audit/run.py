@@ -24,10 +24,12 @@ import pandas as pd
 from .bank import Attack, Bank
 from .inference import group_inference, studentized_permutation_pvalue
 from .mia import discover
+from .rows import AttackSummary, GroupRisk, LowFprRow
 from .stats import delta_pp, epsilon_lower_bound, gpr, pair_folds, tpr_at_fpr_clustered
 from .threads import ordered_map
 
-__all__ = ["ATTACKS", "INTERVALS", "REGISTRY", "Attack", "AuditResult", "Bank", "audit"]
+__all__ = ["ATTACKS", "INTERVALS", "REGISTRY", "Attack", "AttackSummary", "AuditResult", "Bank", "GroupRisk",
+           "LowFprRow", "audit"]
 
 
 # Every attack is one module of fairdp_core/audit/mia/, in the order the registry runs them.
@@ -39,26 +41,28 @@ INTERVALS = tuple(a.name for a in REGISTRY.values() if a.contributions is not No
 @dataclass
 class AuditResult:
     """What :func:`audit` found. ``records``: per audited record its group and each attack's advantage;
-    ``group_rows``: per attack and group the GPR with its interval, then the low-FPR view (attack
-    ``lira_online_lowfpr``); ``attacks``: per attack the summary (GPR, Δ and its interval, contrasts, null floor,
-    p-values, notes); ``low_fpr``: per group name TPR at 0.1% and 1% FPR and the ε lower bound (LiRA online);
-    ``scores``: the per-(model, record) scores computed (``lira_online``, ``lira_offline``, ``rmia``,
-    ``rmia_offline`` where run); ``timings``: seconds per attack (``<attack>_s``), for the scores computed first
-    (``first_scores_s``) and for the low-FPR view (``low_fpr_s``)."""
+    ``group_rows``: per attack and group the GPR with its interval (:class:`~fairdp_core.audit.rows.GroupRisk`), then
+    the low-FPR view (:class:`~fairdp_core.audit.rows.LowFprRow`, attack ``lira_online_lowfpr``); ``attacks``: per
+    attack the summary (:class:`~fairdp_core.audit.rows.AttackSummary`: GPR, Δ and its interval, contrasts, null
+    floor, p-values, notes); ``groups``: the rows as one table; ``low_fpr``: per group name TPR at 0.1% and 1% FPR
+    and the ε lower bound (LiRA online); ``scores``: the per-(model, record) scores computed (``lira_online``,
+    ``lira_offline``, ``rmia``, ``rmia_offline`` where run); ``timings``: seconds per attack (``<attack>_s``), for
+    the scores computed first (``first_scores_s``) and for the low-FPR view (``low_fpr_s``)."""
 
     records: pd.DataFrame
-    group_rows: list[dict]
-    attacks: dict[str, dict]
+    group_rows: list[GroupRisk | LowFprRow]
+    attacks: dict[str, AttackSummary]
     low_fpr: dict[str, dict]
     timings: dict[str, float]
     scores: dict[str, np.ndarray] = field(default_factory=dict)
 
     @property
     def groups(self) -> pd.DataFrame:
-        return pd.DataFrame(self.group_rows)
+        return pd.DataFrame([r.as_dict() for r in self.group_rows])
 
 
-def _summary(attack: Attack, est: np.ndarray, floor: float, p_perm: float, res: dict | None, names: list[str]) -> dict:
+def _summary(attack: Attack, est: np.ndarray, floor: float, p_perm: float, res: dict | None,
+             names: list[str]) -> AttackSummary:
     K = len(names)
     summ = {"gpr": est, "delta_pp": delta_pp(est), "null_floor_pp": floor, "p_perm": p_perm,
             "interval": None, "gpr_lo": [None] * K, "gpr_hi": [None] * K, "delta_lo": None, "delta_hi": None,
@@ -80,10 +84,10 @@ def _summary(attack: Attack, est: np.ndarray, floor: float, p_perm: float, res: 
         summ.update(p_delta_gt_0=None, p_perm=None)
     if attack.note:
         summ["note"] = attack.note
-    return summ
+    return AttackSummary(**summ)
 
 
-def _low_fpr(bank: Bank, names: list[str], *, alpha: float, delta: float) -> tuple[dict, list[dict]]:
+def _low_fpr(bank: Bank, names: list[str], *, alpha: float, delta: float) -> tuple[dict, list[LowFprRow]]:
     """TPR at 0.1% and 1% FPR and the empirical ε lower bound per group, on the scores of the attack marked
     ``low_fpr`` (LiRA online) over (model, record) pairs."""
     folds = pair_folds(bank.mem.shape[0])
@@ -100,10 +104,8 @@ def _low_fpr(bank: Bank, names: list[str], *, alpha: float, delta: float) -> tup
     for k, (name, (r01, r1, eps)) in enumerate(zip(names, ordered_map(view, range(len(names))))):
         cols = bank.g == k
         low_fpr[name] = {"tpr_at_0.1%": r01, "tpr_at_1%": r1, "eps_lb": eps}
-        rows.append({"attack": f"{attack}_lowfpr", "group": k, "group_name": name, "n_records": int(cols.sum()),
-                     "tpr_at_0.1pct": r01["tpr"], "tpr_at_0.1pct_lo": r01["tpr_lo"], "tpr_at_0.1pct_hi": r01["tpr_hi"],
-                     "tpr_at_1pct": r1["tpr"], "tpr_at_1pct_lo": r1["tpr_lo"], "tpr_at_1pct_hi": r1["tpr_hi"],
-                     "eps_lb": eps["eps_lb"]})
+        rows.append(LowFprRow(f"{attack}_lowfpr", k, name, int(cols.sum()), r01["tpr"], r01["tpr_lo"], r01["tpr_hi"],
+                              r1["tpr"], r1["tpr_lo"], r1["tpr_hi"], eps["eps_lb"]))
     return low_fpr, rows
 
 
@@ -147,8 +149,8 @@ def audit(loss: np.ndarray, phi: np.ndarray, mem: np.ndarray, g: np.ndarray, nam
         records[attack.name] = adv
         est = gpr(adv, g, K)
         summ = summaries[attack.name] = _summary(attack, est, floor, p_perm, res, names)
-        group_rows += [{"attack": attack.name, "group": k, "group_name": names[k], "n_records": int((g == k).sum()),
-                        "gpr": est[k], "gpr_lo": summ["gpr_lo"][k], "gpr_hi": summ["gpr_hi"][k]} for k in range(K)]
+        group_rows += [GroupRisk(attack.name, k, names[k], int((g == k).sum()), est[k], summ.gpr_lo[k], summ.gpr_hi[k])
+                       for k in range(K)]
     views, rows = {}, []
     if low_fpr:
         t0 = time.perf_counter()

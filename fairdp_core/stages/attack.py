@@ -43,7 +43,8 @@ def run_attack(name: str, out: str | os.PathLike, *, plan: dict, train_dir: str 
     result = audit(loss, phi, design.membership, design.audit_group, names, alpha=plan["alpha"],
                    n_perm=plan["n_perm"], n_null=plan["n_null"], stats_seed=plan["stats_seed"],
                    delta=info["accounting"]["delta"], attacks=attacks)
-    records, group_rows, attack_summary, low_fpr = result.records, result.group_rows, result.attacks, result.low_fpr
+    records, low_fpr = result.records, result.low_fpr
+    attack_summary = {name: s.as_dict() for name, s in result.attacks.items()}
     records.insert(0, "record", idx)
     with atomic_dir(out) as tmp:
         looa = None
@@ -60,7 +61,7 @@ def run_attack(name: str, out: str | os.PathLike, *, plan: dict, train_dir: str 
                 "corr_alooa": float(looa[["looa_cross_fit", "alooa_cross_fit"]].corr().iloc[0, 1])},
         }
         records.to_csv(tmp / "records.csv", index=False)
-        pd.DataFrame(group_rows).to_csv(tmp / "groups.csv", index=False)
+        result.groups.to_csv(tmp / "groups.csv", index=False)
         (tmp / "summary.json").write_text(json.dumps(jsonable(summary), indent=1) + "\n")
     return summary, result.timings
 
