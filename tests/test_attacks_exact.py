@@ -238,7 +238,8 @@ def test_audit_on_threads_is_the_one_thread_audit(monkeypatch):
         monkeypatch.setattr(threads, "BLOCK_MIN_CELLS", min_cells)
         res = audit(-np.abs(s), s, mem, g, ["a", "b", "c"], alpha=0.05, n_perm=50, n_null=5, stats_seed=1,
                     delta=1e-5)
-        out.append((json.dumps([res.attacks, res.low_fpr, res.group_rows], sort_keys=True, default=str),
+        out.append((json.dumps([{k: v.as_dict() for k, v in res.attacks.items()}, res.low_fpr,
+                                [r.as_dict() for r in res.group_rows]], sort_keys=True, default=str),
                     res.records.to_csv()))
         assert {"first_scores_s", "low_fpr_s", "rmia_offline_s"} <= set(res.timings)
     assert out[0] == out[1]
@@ -483,6 +484,9 @@ def test_audit_results_are_typed_rows_written_with_the_same_keys():
     assert list(cf.as_dict()) == [*head, "contrasts"] and list(ins.as_dict()) == head  # a point estimate: none
     assert list(gba.as_dict()) == [*head, "contrasts", "note"] and gba["note"] == gba.note
     assert cf["delta_pp"] == cf.delta_pp and dict(cf) == cf.as_dict() and "contrasts" in cf and "note" not in cf
+    assert cf == cf.as_dict() and cf != {**cf.as_dict(), "delta_pp": -1.0}  # equal to the dict it writes, as a dict
+    with pytest.raises(TypeError):
+        hash(cf)  # unhashable, as the dicts were
     with pytest.raises(dataclasses.FrozenInstanceError):
         cf.delta_pp = 0.0
     risks = [r for r in res.group_rows if isinstance(r, GroupRisk)]

@@ -2,9 +2,10 @@
 low-FPR view, one :class:`AttackSummary` per attack (as fairlearn's ``MetricFrame`` or TF Privacy's typed attack
 results: named fields, not dicts of dicts).
 
-Each is a frozen dataclass that also reads as a mapping (``row["gpr"]``, ``dict(row)``) with exactly the keys, in the
-order, that the pipeline writes (``as_dict``): results/audit/<run>/summary.json and groups.csv are the bytes they
-were when these were dicts.
+Each is a frozen dataclass that also reads as a mapping (``row["gpr"]``, ``dict(row)``, equal to the dict it writes,
+unhashable like it) with exactly the keys, in the order, that the pipeline writes (``as_dict``):
+results/audit/<run>/summary.json and groups.csv are the bytes they were when these were dicts. Frozen is shallow:
+the lists and arrays a row holds are its own, not copies. ``json.dumps`` needs ``as_dict()`` first.
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ class _Row(Mapping):
         return len(self.as_dict())
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class GroupRisk(_Row):
     """One attack's group privacy risk (GPR) on one group, with its interval (None where the attack reports none)."""
 
@@ -49,7 +50,7 @@ class GroupRisk(_Row):
     gpr_hi: float | None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class LowFprRow(_Row):
     """One group of the low-FPR view (attack ``<attack>_lowfpr``): TPR at 0.1% and 1% FPR with their intervals, and
     the empirical ε lower bound."""
@@ -70,7 +71,7 @@ class LowFprRow(_Row):
     eps_lb: float
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class AttackSummary(_Row):
     """One attack on one bank. ``gpr``: per group; ``delta_pp``: Δ (pp) with its simultaneous interval
     (``delta_lo``/``delta_hi``, pp) and the one-sided p-value of Δ > 0; ``null_floor_pp`` and ``p_perm``: the

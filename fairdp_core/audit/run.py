@@ -4,8 +4,8 @@
 their membership, ``g`` [m] their groups) and returns one :class:`AuditResult`: per record each attack's advantage,
 per group each attack's GPR with its interval, the low-FPR view per group, per attack Δ with its simultaneous
 interval, contrasts, null floor and p-values, the per-(model, record) scores of the score-based attacks, and the
-time each attack took. The pipeline's attack stage, :func:`fairdp_core.audit.custom.audit_bank` and the clip study all
-call it; it reads and writes no file.
+time each attack took. The pipeline's attack stage, the synthetic-data audit, :func:`fairdp_core.audit.custom.audit_bank`
+and the clip study all call it; it reads and writes no file.
 
 The attacks are a registry (:data:`REGISTRY`, in the order they are run): a new attack is one module of
 fairdp_core/audit/mia/ defining its :class:`~fairdp_core.audit.bank.Attack`, and the parametrized tests over the
@@ -47,7 +47,9 @@ class AuditResult:
     floor, p-values, notes); ``groups``: the rows as one table; ``low_fpr``: per group name TPR at 0.1% and 1% FPR
     and the ε lower bound (LiRA online); ``scores``: the per-(model, record) scores computed (``lira_online``,
     ``lira_offline``, ``rmia``, ``rmia_offline`` where run); ``timings``: seconds per attack (``<attack>_s``), for
-    the scores computed first (``first_scores_s``) and for the low-FPR view (``low_fpr_s``)."""
+    the scores computed first (``first_scores_s``) and for the low-FPR view (``low_fpr_s``). An audit without the
+    low-FPR view (``audit(low_fpr=False)``) has no low-FPR rows, an empty ``low_fpr``, no ``low_fpr_s``, and only its
+    chosen attacks' scores."""
 
     records: pd.DataFrame
     group_rows: list[GroupRisk | LowFprRow]

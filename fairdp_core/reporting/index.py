@@ -11,6 +11,7 @@ import numpy as np
 import pandas as pd
 
 from ..atomic import write_text as _atomic_write
+from ..audit.run import REGISTRY as ATTACK_REGISTRY
 from ..config import Params
 from .pages import REPORTS, _grid_run_table, _q_range, audit_claims, main_table, provenance
 from .results import (
@@ -246,8 +247,6 @@ def _findings_box(params: Params, evidence: list[dict], df: pd.DataFrame, agg: p
             f"<tr><td>PA-ALOOA agrees with PA-LOOA</td><td>agrees</td><td>{html.escape(run_label(run))}: "
             f"{v['n']} targets, R' = {v['R_prime']}; {_correlation_text(v)}; LOOA − ALOOA "
             f"{v['mean_diff_pp']:+.2f} pp [{v['diff_lo']:+.2f}, {v['diff_hi']:+.2f}]</td><td>{verdict}</td></tr>")
-    from ..audit.run import REGISTRY as ATTACK_REGISTRY
-
     for rival, name in ((r, ATTACK_REGISTRY[r].label) for r in ("ga", "gba")):
         ins, cf = audit["strictness"].get(f"alooa_in_sample-{rival}"), audit["strictness"].get(f"alooa_cross_fit-{rival}")
         if not ins or not cf or ins["lo"] is None or cf["lo"] is None:

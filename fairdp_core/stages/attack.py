@@ -1,7 +1,8 @@
 """The ``attack`` stage: every attack and its statistics on a trained run (``results/audit/<run>/``).
 
 Reads ``results/plan/attack/<run>.json``, the run's signals and ``train.json`` (``results/train/<run>/``) and the
-audit design. No training, no dataset: editing an attack or a statistic reruns this stage and the reports only.
+audit design. No training, no dataset: editing an attack or a statistic reruns this stage, the reports and
+``synth_audit`` (which audits its synthetic arm with the same :func:`~fairdp_core.audit.run.audit`).
 Writes atomically: ``records.csv`` (per audit record: group and each attack's advantage), ``groups.csv`` (per
 group: attack, GPR with CI, TPR at low FPR, ε lower bound), ``looa.csv`` for a PA-LOOA run, and
 ``summary.json`` (accuracy and accounting from the train stage; per attack GPR, Δ with its simultaneous interval,

@@ -5,7 +5,8 @@ for this stage (stratified by group; rows 2r, 2r+1 complementary), then for each
 synthesizer trained on that row's pool at ε, its released table, and the classifier trained on the table; the
 signal is that classifier's loss on the audit records. The DP-SGD arm is the engine's bank of 2R models on the same
 rows at the same (ε, δ). Both arms: the cross-fitted estimator (mean 0 with no leakage), GPR per group and Δ with
-intervals over records × model pairs (``fairdp_core.audit.inference``, as the attack stage), and the minimal
+intervals over records × model pairs (by the audit's one entry point, :func:`fairdp_core.audit.run.audit`, as the
+attack stage; importing it loads every attack module, so editing an attack reruns this stage too), and the minimal
 detectable contrast at 80% power (2.8 × its standard error). The routes compared directly: DPDSyn − DP-SGD per group
 and for the two-group contrast, with the paired interval (row r of both arms shares its pool). Writes
 ``summary.json`` and ``groups.csv``.
@@ -43,8 +44,8 @@ def arm_statistics(loss: np.ndarray, mem: np.ndarray, g: np.ndarray, names: list
     intervals, Δ (pp) with its simultaneous interval, the two-group contrast and its minimal detectable size at 80%
     power (pp). The audit's permutation test (``n_perm`` permutations from ``stats_seed``) is not reported here."""
     loss = np.asarray(loss, np.float64)
-    p = np.clip(np.exp(-loss), 1e-12, 1 - 1e-12)  # the loss's confidence, as the user's audit of losses has it
-    res = audit(loss, np.log(p) - np.log1p(-p), np.asarray(mem, bool), np.asarray(g), names, alpha=alpha,
+    phi = np.full_like(loss, np.nan)  # the confidence φ: not read by cross-fitted PA-ALOOA (no LiRA/RMIA here)
+    res = audit(loss, phi, np.asarray(mem, bool), np.asarray(g), names, alpha=alpha,
                 n_perm=n_perm, n_null=1, stats_seed=stats_seed, delta=0.0, attacks=("alooa_cross_fit",),
                 low_fpr=False).attacks["alooa_cross_fit"]
     out = {"gpr_pp": [100 * v for v in res["gpr"]], "gpr_lo_pp": [100 * v for v in res["gpr_lo"]],
