@@ -8,7 +8,6 @@ _FROM = {
     "attacks": ("ESTIMATORS", "cross_fit_advantage", "ga_advantage", "ga_predictions", "gba_advantage",
                 "gba_predictions", "in_sample_advantage", "lira_scores", "null_corrected_advantage", "record_advantage"),
     "run": ("ATTACKS", "Attack", "AuditResult", "audit"),
-    "rows": ("AttackSummary", "GroupRisk", "LowFprRow"),
     "signals": ("logit_confidence",),
     "simulate": ("coverage_study", "simulate_audit", "true_gpr"),
     "design": ("AuditDesign", "LooaDesign", "audit_design", "looa_design"),
