@@ -222,8 +222,10 @@ print(hashlib.sha256(np.ascontiguousarray(loss, dtype=np.float32).tobytes()).hex
 """
 # algorithm -> (its numerics version, the digests of its small bank's losses on the CPUs it was measured on). The
 # last bits of float32 kernels differ between CPU families even with MKL_CBWR=COMPATIBLE (docs/frontier.md, "How it
-# runs"): dc5769f5... on the machines of sessions 1-14, 89b7cbf0... on an AVX-512 (FP16) Xeon, 2026-12-06. A new
-# machine whose digest is neither says so here; a change to the engine changes the digest on every machine.
+# runs"): dc5769f5... on the machines of sessions 1-14 and on an AVX2 AMD EPYC (2026-12-07), 89b7cbf0... on an
+# AVX-512 (FP16) Xeon, 2026-12-06, before the stages pinned torch's AVX2 kernels (ATEN_CPU_CAPABILITY=avx2, which
+# gives dc5769f5... on the EPYC; its digest on an AVX-512 machine is not yet measured). A new machine whose digest is
+# neither says so here; a change to the engine changes the digest on every machine.
 GOLDEN_DIGESTS = {"dpsgd": (1, {"dc5769f5eb041a1d", "89b7cbf039f6db62"})}
 
 
@@ -236,10 +238,10 @@ def test_numerics_version_pins_a_banks_bits(algorithm):
     import os
     import sys
 
-    from fairdp_core.stages import MALLOC_ENV
+    from fairdp_core.stages import MALLOC_ENV, REPRO_ENV
     from fairdp_core.study.claims import numerics_of
 
-    env = {**os.environ, **MALLOC_ENV, "MKL_CBWR": "COMPATIBLE"}
+    env = {**os.environ, **MALLOC_ENV, **REPRO_ENV, "MKL_CBWR": "COMPATIBLE"}
     out = subprocess.run([sys.executable, "-c", _BANK_DIGEST, algorithm], env=env, capture_output=True, text=True,
                          check=True)
     version, digests = GOLDEN_DIGESTS[algorithm]

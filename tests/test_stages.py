@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ast
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -231,6 +232,29 @@ def test_results_do_not_depend_on_the_thread_count():
     finally:
         torch.set_num_threads(before)
     assert all(torch.equal(out[0][k], out[1][k]) for k in out[0])
+
+
+def test_a_stage_runs_torchs_avx2_kernels_wherever_the_cpu_has_them(tmp_path):
+    """Kernels of another vector width round differently (docs/pipeline.md): a stage re-execs itself with
+    ATEN_CPU_CAPABILITY=avx2 on a CPU with AVX2 (torch then reports AVX2 even on an AVX-512 machine), keeps a value
+    the user set, and sets nothing on a CPU without AVX2 (torch does not check, and would crash there)."""
+    from fairdp_core.stages import _has_avx2
+
+    (tmp_path / "probe_capability.py").write_text(
+        "import os, torch\nprint(os.environ.get('ATEN_CPU_CAPABILITY'), torch.backends.cpu.get_cpu_capability())\n")
+    code = "from fairdp_core.stages import reexec_with_malloc_env as r; r('probe_capability', [])"
+
+    def probe(**extra):
+        env = {k: v for k, v in os.environ.items() if k not in ("ATEN_CPU_CAPABILITY", "FAIRDP_NO_REEXEC")}
+        env.update(extra, PYTHONPATH=f"{tmp_path}{os.pathsep}{ROOT}")
+        return subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                              check=True).stdout.split()
+
+    if _has_avx2():
+        assert probe() == ["avx2", "AVX2"]
+    else:
+        assert probe()[0] == "None"
+    assert probe(ATEN_CPU_CAPABILITY="default") == ["default", "DEFAULT"]
 
 
 def test_no_stage_tracks_execution_knobs():

@@ -189,8 +189,9 @@ def ray_connect(address: str | None, num_cpus: int) -> None:
                          "(or `pip install ray`)") from e
     if ray.is_initialized():
         return
-    env = {k: os.environ[k] for k in ("MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_", "MKL_CBWR")
-           if k in os.environ}  # the stage's allocator and MKL settings, in every Ray worker
+    env = {k: os.environ[k] for k in ("MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_", "MKL_CBWR",
+                                         "ATEN_CPU_CAPABILITY")
+           if k in os.environ}  # the stage's allocator, MKL and kernel settings, in every Ray worker
     try:
         if address in (None, "local"):
             ray.init(num_cpus=num_cpus, include_dashboard=False, log_to_driver=True,

@@ -27,6 +27,23 @@ MALLOC_ENV = {"MALLOC_MMAP_THRESHOLD_": "4294967296", "MALLOC_TRIM_THRESHOLD_": 
 REPRO_ENV = {"MKL_CBWR": os.environ.get("MKL_CBWR", "COMPATIBLE")}
 
 
+def _has_avx2() -> bool:
+    """Whether this CPU runs AVX2 (Linux's /proc/cpuinfo; elsewhere False, so nothing is pinned)."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            return any(line.startswith("flags") and " avx2" in line for line in f)
+    except OSError:
+        return False
+
+
+# torch's own kernels (reductions, element-wise ops) are compiled per vector width and picked per CPU, and each
+# width rounds differently: an AVX-512 machine gave other banks than an AVX2 one under the same MKL_CBWR (docs/
+# pipeline.md). Pinning the AVX2 kernels wherever the CPU has them makes both kinds run the same code. torch does not
+# check the CPU against this variable, so it is set only where AVX2 exists. A user who sets it keeps theirs.
+if os.environ.get("ATEN_CPU_CAPABILITY") or _has_avx2():
+    REPRO_ENV["ATEN_CPU_CAPABILITY"] = os.environ.get("ATEN_CPU_CAPABILITY") or "avx2"
+
+
 def reexec_with_malloc_env(module: str, argv: list[str]) -> None:
     """Re-exec a training stage once with the allocator and reproducibility settings (they only take effect for a
     process started with them)."""
