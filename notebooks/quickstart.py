@@ -51,7 +51,7 @@ from opacus import PrivacyEngine
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
-from fairdp_core.audit.custom import audit_model
+from fairdp_core.audit.custom import AuditSettings, audit_model
 from fairdp_core.audit.one import audit_one, loss_scores
 from fairdp_core.data.base import load
 from fairdp_core.opacus_compat import (
@@ -264,8 +264,9 @@ display(Markdown(f"- All {len(summary)} runs spend at most ε = {epsilon_target:
 # look; the study audits with more models.
 
 # %%
-audit = audit_model(X.numpy(), y.numpy(), g.numpy(), model=mlp, algorithm="dpsgd", epsilon=epsilon_target, R=8,
-                    epochs=EPOCHS, batch_size=B, lr=LR, clip=tuned["clip"], seed=seed, progress=False,
+audit = audit_model(X.numpy(), y.numpy(), g.numpy(),
+                    AuditSettings(model=mlp, algorithm="dpsgd", epsilon=epsilon_target, R=8, epochs=EPOCHS,
+                                  batch_size=B, lr=LR, clip=tuned["clip"], seed=seed, progress=False),
                     group_names=[f"digit {k}" for k in range(10)])
 a = audit.summary["attacks"]["alooa_cross_fit"]
 table(audit.table().sort_values("gpr_pp", ascending=False),

@@ -12,7 +12,7 @@ import pytest
 import torch
 from torch import nn
 
-from fairdp_core.audit.custom import audit_bank, audit_model
+from fairdp_core.audit.custom import AuditSettings, audit_bank, audit_model
 from fairdp_core.audit.custom_csv import audit_csv
 from fairdp_core.audit.inference import cross_fit_contributions
 from fairdp_core.audit.rmia import rmia_scores
@@ -144,12 +144,12 @@ def test_audit_model_finds_leakage_of_an_overfit_model_and_not_of_a_private_one(
     X, y, g = _toy(n=300, d=20, signal=0.3, seed=4)
     y = np.where(np.random.default_rng(5).random(len(y)) < 0.3, 1 - y, y)  # label noise: memorisation pays
     net = nn.Sequential(nn.Linear(20, 64), nn.Tanh(), nn.Linear(64, 2))
-    sgd = audit_model(X, y, g, model=net, algorithm="sgd", R=4, m=150, epochs=150, batch_size=32, lr=0.5,
-                      progress=False, min_per_group=10)
+    sgd = audit_model(X, y, g, AuditSettings(model=net, algorithm="sgd", R=4, m=150, epochs=150, batch_size=32,
+                                             lr=0.5, progress=False, min_per_group=10))
     t = sgd.table()
     assert (t["lo_pp"] > 0).all(), t
-    dp = audit_model(X, y, g, model=net, algorithm="dpsgd", epsilon=0.5, R=4, m=150, epochs=20, batch_size=32,
-                     lr=0.5, progress=False, min_per_group=10)
+    dp = audit_model(X, y, g, AuditSettings(model=net, algorithm="dpsgd", epsilon=0.5, R=4, m=150, epochs=20,
+                                            batch_size=32, lr=0.5, progress=False, min_per_group=10))
     assert abs(dp.records["alooa_cross_fit"].mean()) < 0.05
     assert dp.summary["accounting"]["epsilon"] <= 0.5 + 1e-6
     # RMIA and LiRA beside PA-ALOOA, ROC per group, the class and correctness slices with intervals
@@ -163,8 +163,8 @@ def test_audit_model_finds_leakage_of_an_overfit_model_and_not_of_a_private_one(
 def test_unsupported_layers_fall_back_to_opacus_and_batchnorm_is_refused(capsys):
     X, y, g = _toy(n=240)
     drop = nn.Sequential(nn.Linear(8, 16), nn.Dropout(0.1), nn.Tanh(), nn.Linear(16, 2))
-    res = audit_model(X, y, g, model=drop, algorithm="dpsgd", epsilon=4.0, R=2, m=80, epochs=2, batch_size=32,
-                      progress=False, min_per_group=10)
+    res = audit_model(X, y, g, AuditSettings(model=drop, algorithm="dpsgd", epsilon=4.0, R=2, m=80, epochs=2,
+                                             batch_size=32, progress=False, min_per_group=10))
     assert "Training with Opacus instead" in capsys.readouterr().err
     acct = res.summary["accounting"]
     assert acct["trainer"].startswith("opacus") and acct["epsilon"] <= 4.0 + 1e-6
@@ -172,8 +172,37 @@ def test_unsupported_layers_fall_back_to_opacus_and_batchnorm_is_refused(capsys)
     assert acct["sigma_applied"] == pytest.approx(acct["sigma_g"]) and acct["sigma_g"] > 0.5
     assert acct["steps_taken"] == acct["steps"] > 0
     with pytest.raises(UnsupportedModule, match="GroupNorm instead"):
-        audit_model(X, y, g, model=nn.Sequential(nn.Linear(8, 16), nn.BatchNorm1d(16), nn.Linear(16, 2)),
-                    R=2, m=80, progress=False, min_per_group=10)
+        bn = nn.Sequential(nn.Linear(8, 16), nn.BatchNorm1d(16), nn.Linear(16, 2))
+        audit_model(X, y, g, AuditSettings(model=bn, R=2, m=80, progress=False, min_per_group=10))
+
+
+def test_audit_model_takes_its_data_and_one_settings_object():
+    """The user's door: the data, held-out data, names and slices, plus one frozen AuditSettings, checked when it is
+    built (an impossible recipe is one line naming the setting, before any data is read); the front door exports it;
+    anything else in its place is refused."""
+    import dataclasses
+    import inspect
+
+    import fairdp_core
+
+    params = inspect.signature(audit_model).parameters
+    assert list(params)[:4] == ["X", "y", "groups", "settings"] and len(params) <= 10
+    assert fairdp_core.AuditSettings is AuditSettings and "AuditSettings" in fairdp_core.__all__
+    st = AuditSettings(R=4, epsilon=2.0, intersections=[["group", "class"]])
+    assert st.intersections == (("group", "class"),) and dataclasses.replace(st, R=6).R == 6
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        st.R = 5
+    for bad, msg in ((dict(epsilon=0), "--epsilon 0"), (dict(R=1), "--R 1"), (dict(lr=float("nan")), "--lr nan"),
+                     (dict(alpha=1.5), "alpha 1.5")):
+        with pytest.raises(ValueError, match=msg):
+            AuditSettings(**bad)
+    X, y, g = _toy(n=60)
+    with pytest.raises(TypeError, match="settings: an AuditSettings, got dict"):
+        audit_model(X, y, g, {"R": 2})
+    with pytest.raises(TypeError):
+        audit_model(X, y, g, R=2)  # the old keywords: one settings object now
+    with pytest.raises(ValueError, match=r"y: labels must be 0..0 \(class_names has 1 names\)"):
+        audit_model(X, y, g, AuditSettings(R=2, min_per_group=5), class_names=["only"])
 
 
 def test_audit_bank_checks_its_design_and_cuts_slices():
@@ -254,7 +283,8 @@ def test_audit_csv_custom_module_function(csv, tmp_path, monkeypatch):
         "def small(input_shape, n_classes):\n"
         "    return nn.Sequential(nn.Linear(input_shape[0], 8), nn.GroupNorm(2, 8), nn.Tanh(), nn.Linear(8, n_classes))\n")
     monkeypatch.chdir(tmp_path)
-    res = audit_csv(csv, label="label", group="colour", model="mynets:small", R=2, epochs=2, progress=False)
+    res = audit_csv(csv, AuditSettings(model="mynets:small", R=2, epochs=2, progress=False), label="label",
+                    group="colour")
     assert res.summary["spec"]["model"] == "custom" and len(res.table()) == 2
 
 
@@ -313,15 +343,17 @@ def test_audit_model_takes_any_registered_rule_at_its_own_defaults():
     from fairdp_core.rules import RULES
 
     X, y, g = _toy(n=240)
-    res = audit_model(X, y, g, model="lr", algorithm="adaclip", epsilon=4.0, R=2, m=80, epochs=1, batch_size=32,
-                      progress=False, min_per_group=10)
+    res = audit_model(X, y, g, AuditSettings(model="lr", algorithm="adaclip", epsilon=4.0, R=2, m=80, epochs=1,
+                                             batch_size=32, progress=False, min_per_group=10))
     spec = res.summary["spec"]
     assert spec["algorithm"] == "adaclip" and spec["gamma"] == 0.5 == RULES["adaclip"].settings().gamma
     assert res.summary["accounting"]["epsilon"] <= 4.0 + 1e-6
     for unguaranteed in ("dpsgd_s_nonprivate", "dpsgd_s_paper_code"):  # statistics not noised: no ε to report
         with pytest.raises(ValueError, match=f"algorithm '{unguaranteed}': its ε is not guaranteed"):
-            audit_model(X, y, g, model="lr", algorithm=unguaranteed, R=2, m=80, progress=False, min_per_group=10)
+            audit_model(X, y, g, AuditSettings(model="lr", algorithm=unguaranteed, R=2, m=80, progress=False,
+                                               min_per_group=10))
     with pytest.raises(ValueError, match="dpsgd_group_fixed: its settings have no default outside the pipeline"):
-        audit_model(X, y, g, model="lr", algorithm="dpsgd_group_fixed", R=2, m=80, progress=False, min_per_group=10)
+        audit_model(X, y, g, AuditSettings(model="lr", algorithm="dpsgd_group_fixed", R=2, m=80, progress=False,
+                                           min_per_group=10))
     with pytest.raises(ValueError, match="unknown algorithm 'nope'; known: sgd, dpsgd"):
-        audit_model(X, y, g, model="lr", algorithm="nope", R=2, m=80, progress=False, min_per_group=10)
+        audit_model(X, y, g, AuditSettings(model="lr", algorithm="nope", R=2, m=80, progress=False, min_per_group=10))

@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from fairdp_core.atomic import MANIFEST, OutputDirError, check_output_dir
-from fairdp_core.audit.custom import audit_bank
+from fairdp_core.audit.custom import AuditSettings, audit_bank
 from fairdp_core.audit.custom_csv import audit_csv
 from fairdp_core.audit.inference import cross_fit_contributions, group_inference
 from fairdp_core.cli import main as cli_main
@@ -251,8 +251,8 @@ def test_a_constant_column_is_kept_with_a_warning_and_intervals_stay_possible(tm
     df = _frame(120).assign(const=1.0, tiny=["u", "v", "w"] + ["big"] * 117)
     path = _csv(tmp_path, "data.csv", df=df)
     warned: list[str] = []
-    res = audit_csv(path, label="y", group="g", slices=["tiny"], R=2, epochs=1, min_per_group=5, progress=False,
-                    on_warning=warned.append)
+    res = audit_csv(path, AuditSettings(R=2, epochs=1, min_per_group=5, progress=False), label="y", group="g",
+                    slices=["tiny"], on_warning=warned.append)
     assert any("column 'const' has one value ('1.0') in every row" in w for w in warned)
     sl = res.slices
     assert sl[["lo_pp", "hi_pp"]].stack().dropna().between(-100, 100).all()

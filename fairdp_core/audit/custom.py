@@ -34,7 +34,7 @@ import numpy as np
 import pandas as pd
 
 from ..versions import package_versions
-from .custom_checks import _gb, available_memory, check_recipe, memory_estimate
+from .custom_checks import AuditSettings, _gb, available_memory, memory_estimate
 from .custom_result import CustomAudit, _roc
 from .design import audit_design
 from .inference import cross_fit_contributions, group_inference
@@ -46,7 +46,7 @@ from .verdicts import is_degenerate
 if TYPE_CHECKING:  # torch is the `train` extra: the audit of given losses (audit_bank) runs without it
     from torch import nn
 
-__all__ = ["audit_bank", "audit_model", "correctness_labels", "load_model_spec"]
+__all__ = ["AuditSettings", "audit_bank", "audit_model", "correctness_labels", "load_model_spec"]
 
 
 def _slice_rows(contribs: dict[str, np.ndarray], labels: np.ndarray, slice_name: str, alpha: float) -> list[dict]:
@@ -275,23 +275,21 @@ def _train_opacus(factory, X, y, membership, spec, *, seed: int, progress: bool)
     return models, acct
 
 
-def audit_model(X: np.ndarray, y: np.ndarray, groups: np.ndarray, *, model="mlp", algorithm: str = "dpsgd",
-                epsilon: float | None = 10.0, delta: float | None = None, m: int | None = None, R: int = 8,
-                epochs: float = 30, batch_size: int = 64, lr: float = 0.5, clip: float = 1.0, seed: int = 0,
-                group_names: list[str] | None = None, n_classes: int | None = None,
+def audit_model(X: np.ndarray, y: np.ndarray, groups: np.ndarray, settings: AuditSettings | None = None, *,
+                group_names: list[str] | None = None, class_names: list[str] | None = None,
                 X_test: np.ndarray | None = None, y_test: np.ndarray | None = None,
-                slices: Mapping[str, np.ndarray] | None = None, intersections: list[tuple[str, str]] | None = None,
-                min_per_group: int = 20, alpha: float = 0.05, progress: bool = True, class_names: list[str] | None = None,
-                title: str = "custom model", extra: Mapping | None = None,
-                log: Callable[[str], None] | None = None, memory_check: bool = True) -> CustomAudit:
+                slices: Mapping[str, np.ndarray] | None = None, extra: Mapping | None = None) -> CustomAudit:
     """Train 2R models on complementary halves of ``m`` audited records (stratified by group; every other record in
-    every model) with ``algorithm`` (a rule of the registry, :data:`fairdp_core.rules.RULES`, at its default
-    settings and with a guarantee: "sgd", or "dpsgd", "dpsgd_s", AdaClip, ... at ``epsilon``; δ by default min(1e-5,
-    n^-1.1), below 1/n), and audit them (:func:`audit_bank`). ``groups`` [n]: integer codes 0..K−1 (``group_names``)
-    or labels. ``slices`` are labellings of all n records; the audited records' labels are used, plus "class" and
-    "correct" (whether the majority of the bank's OUT models classify the record correctly), always added. ``log``:
-    where the one line of what will run (models, steps, memory) goes before training; a bank that would not fit in
-    the memory this machine has free is refused before any training."""
+    every model) by the recipe of ``settings`` (:class:`AuditSettings`; None: its defaults), and audit them
+    (:func:`audit_bank`). The rule is one of the registry's (:data:`fairdp_core.rules.RULES`), at its default
+    settings and with a guarantee: "sgd", or "dpsgd", "dpsgd_s", AdaClip, ... at ``settings.epsilon``.
+
+    ``X`` [n, ...] features, ``y`` [n] integer labels 0..C−1 (``class_names``: C names; None: the labels as text),
+    ``groups`` [n]: integer codes 0..K−1 (``group_names``) or labels. ``X_test``, ``y_test``: held-out records for
+    the models' accuracy. ``slices``: labellings of all n records; the audited records' labels are used, plus
+    "class" and "correct" (whether the majority of the bank's OUT models classify the record correctly), always
+    added. ``extra``: entries added to the summary as they are. A bank that would not fit in the memory this machine
+    has free is refused before any training (``settings.memory_check``)."""
     import torch
     from torch import nn
 
@@ -300,13 +298,15 @@ def audit_model(X: np.ndarray, y: np.ndarray, groups: np.ndarray, *, model="mlp"
     from ..engine.spec import spec_fields
     from ..rules import get as get_rule
 
+    st = settings if settings is not None else AuditSettings()
+    if not isinstance(st, AuditSettings):
+        raise TypeError(f"settings: an AuditSettings, got {type(st).__name__} (AuditSettings(R=16, epsilon=3.0, ...))")
+    algorithm, R, seed, min_per_group = st.algorithm, st.R, st.seed, st.min_per_group
     rule = get_rule(algorithm)  # a ValueError naming the registry's rules, before any work
     if not rule.guaranteed:
         raise ValueError(f"algorithm {algorithm!r}: its ε is not guaranteed (a statistic it uses is not noised), so an "
                          "audit of it would report an ε it does not have; choose a rule with a guarantee")
     rule_fields = rule.default_fields()
-    check_recipe(algorithm=algorithm, epsilon=epsilon, R=R, m=m, epochs=epochs, batch_size=batch_size, lr=lr,
-                 clip=clip, min_per_group=min_per_group)
     X = np.ascontiguousarray(X, dtype=np.float32)
     y = np.asarray(y, dtype=np.int64)
     uniq = np.unique(groups)
@@ -326,24 +326,28 @@ def audit_model(X: np.ndarray, y: np.ndarray, groups: np.ndarray, *, model="mlp"
     if small:
         raise ValueError(f"too few records in group {', '.join(small)}: the audit needs at least {min_per_group} "
                          "per group (min_per_group)")
-    n_classes = int(n_classes or y.max() + 1)
-    m = int(min(m or min(n // 2, 1000), n))
+    n_classes = len(class_names) if class_names is not None else int(y.max() + 1)
+    if y.min() < 0 or y.max() >= n_classes:
+        raise ValueError(f"y: labels must be 0..{n_classes - 1} (class_names has {n_classes} names), "
+                         f"got {int(y.min())}..{int(y.max())}")
+    m = int(min(st.m or min(n // 2, 1000), n))
     need, have = memory_estimate(2 * R, m), available_memory()
-    if memory_check and have is not None and need > have:
+    if st.memory_check and have is not None and need > have:
         raise ValueError(f"--R {R}: {2 * R} models auditing {m} records need about {_gb(need)}, more than the "
                          f"{_gb(have)} this machine has free; lower --R (or --m), or pass --no-memory-check")
     per_model = n - m // 2  # every unaudited record, and half the audited ones
-    steps = int(np.ceil(epochs * per_model / batch_size))
-    if log is not None:
-        log(f"{2 * R} models x {steps} steps each on {per_model} of {n} records ({m} audited, each in half the "
+    steps = int(np.ceil(st.epochs * per_model / st.batch_size))
+    if st.log is not None:
+        st.log(f"{2 * R} models x {steps} steps each on {per_model} of {n} records ({m} audited, each in half the "
             f"models); about {_gb(need)} of memory"
             + (f" ({_gb(have)} free)" if have is not None else ""))
     rng = np.random.default_rng([seed, 0])
     design = audit_design(g, m=m, R=R, min_per_group=min(min_per_group, int(sizes.min())), rng=rng)
-    delta = delta if delta is not None else min(1e-5, 1.0 / n ** 1.1)
-    kind, factory = _factory(model, tuple(X.shape[1:]), n_classes)
-    spec = TrainSpec(algorithm=algorithm, model=kind, epochs=epochs, batch_size=batch_size, lr=lr, clip=clip,
-                     target_epsilon=None if algorithm == "sgd" else epsilon, delta=delta, **rule_fields)
+    delta = st.delta if st.delta is not None else min(1e-5, 1.0 / n ** 1.1)
+    kind, factory = _factory(st.model, tuple(X.shape[1:]), n_classes)
+    spec = TrainSpec(algorithm=algorithm, model=kind, epochs=st.epochs, batch_size=st.batch_size, lr=st.lr,
+                     clip=st.clip, target_epsilon=None if algorithm == "sgd" else st.epsilon, delta=delta,
+                     **rule_fields)
     idx = design.audit_idx
     engine = True
     if factory is not None:
@@ -356,12 +360,13 @@ def audit_model(X: np.ndarray, y: np.ndarray, groups: np.ndarray, *, model="mlp"
             print(f"fairdp audit: {e}. Training with Opacus instead, one model at a time (slower).", file=sys.stderr)
     if engine:
         bank = train_bank(X, y, g, design.training_membership(), spec, n_classes=n_classes, n_groups=K, seed=seed,
-                          progress=progress, desc=title, module_factory=factory)
+                          progress=st.progress, desc=st.title, module_factory=factory)
         loss, logits = bank.evaluate(X[idx], y[idx])
         accounting = bank_accounting(bank.accounting)
         test_logits = bank.evaluate(X_test, y_test)[1] if X_test is not None else None
     else:
-        models, acct = _train_opacus(factory, X, y, design.training_membership(), spec, seed=seed, progress=progress)
+        models, acct = _train_opacus(factory, X, y, design.training_membership(), spec, seed=seed,
+                                     progress=st.progress)
         with torch.no_grad():
             logits = np.stack([mod(torch.as_tensor(X[idx])).numpy() for mod in models])
             test_logits = (np.stack([mod(torch.as_tensor(X_test)).numpy() for mod in models])
@@ -389,6 +394,7 @@ def audit_model(X: np.ndarray, y: np.ndarray, groups: np.ndarray, *, model="mlp"
         info["degenerate"] = is_degenerate(info["largest_predicted_class_share"], balanced, n_classes)
     info["spec"] = spec_fields(spec)  # as a saved bank stores it
     return audit_bank(loss, mem, g[idx], logits=logits, y=y[idx], group_names=group_names, slices=cuts,
-                      intersections=intersections, alpha=alpha, seed=seed, delta=delta, title=title, extra=info)
+                      intersections=list(st.intersections), alpha=st.alpha, seed=seed, delta=delta, title=st.title,
+                      extra=info)
 
 

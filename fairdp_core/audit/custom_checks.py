@@ -1,10 +1,14 @@
-"""What a custom audit checks before any work: a recipe that cannot run (:func:`check_recipe`, one error naming the
-flag), and the memory it would take against what this machine has (:func:`memory_estimate`)."""
+"""What a custom audit is asked to do and checks before any work: its settings (:class:`AuditSettings`), a recipe
+that cannot run (:func:`check_recipe`, one error naming the setting), and the memory it would take against what this
+machine has (:func:`memory_estimate`)."""
 
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
+from dataclasses import dataclass, fields
 from pathlib import Path
+from typing import Any
 
 # A label with more values than this is refused unless asked for (--max-classes): a numeric column such as age read
 # as a label trains a model with a class per value.
@@ -40,6 +44,56 @@ def check_recipe(*, algorithm: str = "dpsgd", epsilon: float | None = 10.0, R: i
     for failed, msg in checks:
         if failed:
             raise ValueError(msg)
+
+
+@dataclass(frozen=True, kw_only=True)
+class AuditSettings:
+    """How :func:`~fairdp_core.audit.custom.audit_model` (and :func:`~fairdp_core.audit.custom_csv.audit_csv`) train
+    the audited bank and read it; every field has the CLI's default (``fairdp audit-custom --help``). Checked at
+    construction: an impossible value is one ValueError naming it, before any data is read.
+
+    The recipe: ``model`` ("lr", "mlp", a factory ``() -> nn.Module``, an ``nn.Module`` template, or for the CSV
+    route "module:function"); ``algorithm`` (a rule of :data:`fairdp_core.rules.RULES` with a guarantee, at its
+    default settings); ``epsilon`` and ``delta`` (None: min(1e-5, n^-1.1)); ``m`` audited records (None: min(n/2,
+    1000)) in 2``R`` models; ``epochs``, ``batch_size``, ``lr``, ``clip``; ``seed`` (the design, the split and the
+    training streams). The reading: ``intersections`` (pairs of slice names), ``min_per_group`` (fewer records in a
+    group is refused), ``alpha`` (1 − the intervals' level), ``title``. The run: ``progress`` (tqdm bars),
+    ``memory_check`` (refuse a bank that would not fit in free memory), ``log`` (where the one line of what will run
+    goes). ``dataclasses.replace(settings, R=16)`` gives a changed copy."""
+
+    model: Any = "mlp"
+    algorithm: str = "dpsgd"
+    epsilon: float | None = 10.0
+    delta: float | None = None
+    m: int | None = None
+    R: int = 8
+    epochs: float = 30
+    batch_size: int = 64
+    lr: float = 0.5
+    clip: float = 1.0
+    seed: int = 0
+    intersections: tuple[tuple[str, str], ...] = ()
+    min_per_group: int = 20
+    alpha: float = 0.05
+    title: str = "custom model"
+    progress: bool = True
+    memory_check: bool = True
+    log: Callable[[str], None] | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "intersections", tuple(tuple(p) for p in self.intersections or ()))
+        if not 0 < self.alpha < 1:
+            raise ValueError(f"alpha {self.alpha}: must be between 0 and 1 (1 − the intervals' level)")
+        check_recipe(**self.recipe())
+
+    def recipe(self) -> dict[str, Any]:
+        """The fields :func:`check_recipe` checks."""
+        return {f: getattr(self, f) for f in ("algorithm", "epsilon", "R", "m", "epochs", "batch_size", "lr", "clip",
+                                              "min_per_group")}
+
+    @classmethod
+    def field_names(cls) -> tuple[str, ...]:
+        return tuple(f.name for f in fields(cls))
 
 
 def available_memory() -> int | None:

@@ -3,6 +3,7 @@ infer the schema, and audit the table with :func:`~fairdp_core.audit.custom.audi
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import warnings
 from collections.abc import Callable
@@ -12,7 +13,7 @@ import numpy as np
 import pandas as pd
 
 from .custom import audit_model, load_model_spec
-from .custom_checks import MAX_CLASSES, check_recipe
+from .custom_checks import MAX_CLASSES, AuditSettings
 from .custom_result import CustomAudit
 
 __all__ = ["audit_csv"]
@@ -100,33 +101,36 @@ def _infer_schema(df: pd.DataFrame, columns: list[str], name: str):
     return TabularSchema(name, numeric, categorical)
 
 
-def audit_csv(path: str | os.PathLike, *, label: str, group: str, model="mlp", slices: list[str] | None = None,
-              intersections: list[tuple[str, str]] | None = None, drop: list[str] | None = None,
-              group_as_feature: bool = True, test_fraction: float = 0.2, seed: int = 0,
-              on_warning: Callable[[str], None] | None = None, max_classes: int = MAX_CLASSES, **kw) -> CustomAudit:
-    """:func:`audit_model` on a CSV file: ``label`` and ``group`` columns; every other column (but ``drop``) is a
-    feature, numeric columns (more than 10 distinct values) scaled to [-1, 1] by their range and the rest one-hot.
-    The scaling ranges and vocabularies are read from the file: that choice is outside ε (stated in the summary).
-    A stratified ``test_fraction`` is held out for accuracy. A label with more than ``max_classes`` values, a
-    feature with no value in any row and an impossible recipe are refused in one line before any training; a
-    feature with one value is kept with a warning."""
+def audit_csv(path: str | os.PathLike, settings: AuditSettings | None = None, *, label: str, group: str,
+              slices: list[str] | None = None, drop: list[str] | None = None, group_as_feature: bool = True,
+              test_fraction: float = 0.2, on_warning: Callable[[str], None] | None = None,
+              max_classes: int = MAX_CLASSES) -> CustomAudit:
+    """:func:`audit_model` on a CSV file, by ``settings`` (:class:`AuditSettings`; None: its defaults; a ``model``
+    given as "module:function" is loaded here): ``label`` and ``group`` columns; every other column (but ``drop``)
+    is a feature, numeric columns (more than 10 distinct values) scaled to [-1, 1] by their range and the rest
+    one-hot. The scaling ranges and vocabularies are read from the file: that choice is outside ε (stated in the
+    summary). A stratified ``test_fraction`` is held out for accuracy (split by ``settings.seed``). A label with more
+    than ``max_classes`` values and a feature with no value in any row are refused in one line before any training
+    (an impossible recipe already when ``settings`` is built); a feature with one value is kept with a warning."""
     from ..data.base import encode_rows, stratified_split
 
     path = Path(path)
+    st = settings if settings is not None else AuditSettings()
+    if max_classes < 2:
+        raise ValueError(f"--max-classes {max_classes}: at least 2")
     warn = on_warning or (lambda msg: warnings.warn(msg, UserWarning, stacklevel=3))
-    check_recipe(max_classes=max_classes, **kw)  # before the file is read
     df = read_user_csv(path)
     missing = [c for c in [label, group, *(slices or []), *(drop or [])] if c not in df.columns]
     if missing:
         have = ", ".join(repr(str(c)) for c in df.columns)  # repr: a name holding a line break stays one line
         raise ValueError(f"{path}: no column {', '.join(map(repr, missing))}; columns: {have}")
     known = {"group", "class", "correct", group, *(slices or [])}
-    for a, b in intersections or []:
+    for a, b in st.intersections:
         for c in (a, b):
             if c not in known:
                 raise ValueError(f"--intersect {a},{b}: {c!r} is not the group column, class, correct or a --slice "
                                  f"column (add --slice {c})")
-    intersections = [tuple("group" if c == group else c for c in pair) for pair in intersections or []]
+    intersections = tuple(tuple("group" if c == group else c for c in pair) for pair in st.intersections)
     for c, what in ((label, "label"), (group, "group")):
         bad = int(df[c].isna().sum())
         if bad:
@@ -163,8 +167,8 @@ def audit_csv(path: str | os.PathLike, *, label: str, group: str, model="mlp", s
                  f"(kept; --drop {c} leaves it out)")
     schema = _infer_schema(df, feats, path.stem)
     X, _ = encode_rows(df, schema)
-    tr, te = stratified_split(y, gcode, test_fraction=test_fraction, rng=np.random.default_rng([seed, 1]))
-    model = load_model_spec(model) if isinstance(model, str) else model
+    tr, te = stratified_split(y, gcode, test_fraction=test_fraction, rng=np.random.default_rng([st.seed, 1]))
+    model = load_model_spec(st.model) if isinstance(st.model, str) else st.model
     extra = {"data": str(path.name), "rows": len(df), "label": label, "classes": classes, "group": group,
              "preprocessing": f"{len(schema.numeric)} numeric columns scaled to [-1, 1] by their range in the file, "
                               f"{len(schema.categorical)} one-hot. The ranges, the vocabularies, which columns are "
@@ -173,6 +177,6 @@ def audit_csv(path: str | os.PathLike, *, label: str, group: str, model="mlp", s
                               "Rows with a missing feature dropped.",
              "features": len(schema.feature_names)}
     sl = {c: df[c].astype(str).to_numpy()[tr] for c in (slices or [])}
-    return audit_model(X[tr], y[tr], gcode[tr], group_names=group_values, model=model, seed=seed, class_names=classes,
-                       X_test=X[te], y_test=y[te], slices=sl, intersections=intersections, n_classes=len(classes),
-                       title=f"{path.name}: {label} by {group}", extra=extra, **kw)
+    st = dataclasses.replace(st, model=model, intersections=intersections, title=f"{path.name}: {label} by {group}")
+    return audit_model(X[tr], y[tr], gcode[tr], st, group_names=group_values, class_names=classes, X_test=X[te],
+                       y_test=y[te], slices=sl, extra=extra)

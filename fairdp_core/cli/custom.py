@@ -11,13 +11,8 @@ from ..config import RULE_NAMES
 
 def _cmd_audit_custom(args: argparse.Namespace) -> int:
     from ..atomic import check_output_dir
-    from ..audit.custom_checks import check_recipe
+    from ..audit.custom_checks import AuditSettings
     from ..audit.custom_csv import audit_csv
-
-    recipe = dict(algorithm=args.algorithm, epsilon=args.epsilon, R=args.R, m=args.m, epochs=args.epochs,
-                  batch_size=args.batch_size, lr=args.lr, clip=args.clip, min_per_group=args.min_per_group)
-    check_recipe(max_classes=args.max_classes, **recipe)  # before any work: the flags alone
-    check_output_dir(args.out, force=args.force, protect=(args.data,))
 
     inter = []
     for pair in args.intersect:
@@ -25,11 +20,17 @@ def _cmd_audit_custom(args: argparse.Namespace) -> int:
         if len(parts) != 2:
             raise ValueError(f"--intersect {pair!r}: give two column names separated by a comma (e.g. sex,race)")
         inter.append(tuple(parts))
-    res = audit_csv(args.data, label=args.label, group=args.group, model=args.model, slices=args.slice,
-                    intersections=inter, drop=args.drop, group_as_feature=not args.no_group_feature, seed=args.seed,
-                    max_classes=args.max_classes, progress=not args.quiet, memory_check=not args.no_memory_check,
-                    on_warning=lambda m: print(f"fairdp audit-custom: warning: {m}", file=sys.stderr),
-                    log=lambda m: print(f"fairdp audit-custom: {m}", file=sys.stderr, flush=True), **recipe)
+    if args.max_classes < 2:
+        raise ValueError(f"--max-classes {args.max_classes}: at least 2")
+    settings = AuditSettings(  # before any work: the flags alone, one error naming the flag
+        model=args.model, algorithm=args.algorithm, epsilon=args.epsilon, R=args.R, m=args.m, epochs=args.epochs,
+        batch_size=args.batch_size, lr=args.lr, clip=args.clip, min_per_group=args.min_per_group, seed=args.seed,
+        intersections=inter, progress=not args.quiet, memory_check=not args.no_memory_check,
+        log=lambda m: print(f"fairdp audit-custom: {m}", file=sys.stderr, flush=True))
+    check_output_dir(args.out, force=args.force, protect=(args.data,))
+    res = audit_csv(args.data, settings, label=args.label, group=args.group, slices=args.slice, drop=args.drop,
+                    group_as_feature=not args.no_group_feature, max_classes=args.max_classes,
+                    on_warning=lambda m: print(f"fairdp audit-custom: warning: {m}", file=sys.stderr))
     out = res.write(args.out, force=args.force, protect=(args.data,))
     for line in res.headline():  # the answer first: is some group riskier, which is riskiest and safest
         print(line)
