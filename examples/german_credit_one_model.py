@@ -98,9 +98,9 @@ def main(argv: list[str]) -> int:
                       "age_group": df["age_group"]}).to_csv(out / f"{name}_scores.csv", index=False)
         res = audit_one(scores[member], scores[~member], df["sex"][member], df["sex"][~member], seed=SEED)
         print(f"\n{name}: held-out accuracy {acc:.1%}; per-record losses in {out / f'{name}_scores.csv'}")
-        print(res.groups[["group", "n_members", "n_nonmembers", "advantage_pp", "lo_pp", "hi_pp"]].round(2).to_string(
+        print(res.table()[["group", "n_members", "n_nonmembers", "gpr_pp", "lo_pp", "hi_pp"]].round(2).to_string(
             index=False))
-        print("\n".join(res.answer()))
+        print("\n".join(res.headline() + res.answer()))
     return 0
 
 

@@ -15,22 +15,23 @@ __version__ = "0.1.0"
 
 # The front door: what a user calls. Audit a bank of per-record losses you already have (audit_bank), a model
 # trained here by a recipe (audit_model, audit_csv: the recipe and the reading in one AuditSettings), or one released
-# model against its population (audit_one); train a bank with any registered rule (train_bank, TrainSpec; the
-# registry is RULES); or train DP-SGD-S inside your own Opacus loop (make_private_dpsgd_s).
+# model against its population (audit_one): each returns the one result type, CustomAudit. Train a bank with any
+# registered rule (train_bank, TrainSpec; the registry is RULES), or DP-SGD-S inside your own Opacus loop
+# (make_private_dpsgd_s).
 _FROM = {
     "audit.custom": ("AuditSettings", "audit_bank", "audit_model"),
     "audit.custom_csv": ("audit_csv",),
     "audit.custom_result": ("CustomAudit",),
-    "audit.one": ("OneModelAudit", "audit_one"),
+    "audit.one": ("audit_one",),
     "config": ("ConfigError", "Params", "load_params"),
     "engine": ("TrainSpec", "TrainedBank", "train_bank"),
     "opacus_compat": ("make_private_dpsgd_s",),
     "rules": ("RULES",),
 }
 
-__all__ = ["RULES", "AuditSettings", "ConfigError", "CustomAudit", "OneModelAudit", "Params", "TrainSpec",
-           "TrainedBank", "__version__", "audit_bank", "audit_csv", "audit_model", "audit_one", "config", "data",
-           "engine", "load_params", "make_private_dpsgd_s", "models", "rules", "train_bank"]
+__all__ = ["RULES", "AuditSettings", "ConfigError", "CustomAudit", "Params", "TrainSpec", "TrainedBank",
+           "__version__", "audit_bank", "audit_csv", "audit_model", "audit_one", "config", "data", "engine",
+           "load_params", "make_private_dpsgd_s", "models", "rules", "train_bank"]
 
 
 def _lazy_exports(package: str, path: list[str], names_from: dict[str, tuple[str, ...]]):

@@ -21,15 +21,45 @@ def test_a_planted_leak_is_found_in_its_group():
     b_in, b_out = _scores(rng, 800, 0.0)   # group "b": members and non-members alike
     res = one.audit_one(np.r_[a_in, b_in], np.r_[a_out, b_out], ["a"] * 800 + ["b"] * 800, ["a"] * 800 + ["b"] * 800,
                         n_null=50)
-    g = res.groups.set_index("group")
+    g = res.table().set_index("group")
     # population advantage of the best threshold at shift 1: 2Φ(0.5) − 1 = 38.3 pp
-    assert g.loc["a", "lo_pp"] > 25 and g.loc["a", "advantage_pp"] == pytest.approx(38.3, abs=6)
+    assert g.loc["a", "lo_pp"] > 25 and g.loc["a", "gpr_pp"] == pytest.approx(38.3, abs=6)
     assert g.loc["b", "lo_pp"] < 0 < g.loc["b", "hi_pp"]
-    assert res.delta_lo > 20 and res.delta_pp > res.null_floor_pp
-    c = res.contrasts.iloc[0]
+    assert res.delta()["delta_lo"] > 20 and res.delta()["delta_pp"] > res.delta()["null_floor_pp"]
+    c = res.contrasts().iloc[0]
     assert c.riskier == "a" and c.p_holm < 1e-6
     assert "riskier for a than for b" in " ".join(res.answer()).lower()
     assert g.loc["a", "tpr_at_0.01_fpr"] > 1.0 and g.loc["a", "tpr_at_0.001_fpr_note"] == "n/a: 800 non-members, 1000 needed"
+
+
+def test_one_model_and_a_bank_give_the_one_result_type(tmp_path):
+    """audit_one returns the CustomAudit an audit of a bank returns: its table, Δ, pairs, headline and answer read
+    the loss threshold (its primary attack), and write() gives the same files with a one-model design line."""
+    import json
+
+    from fairdp_core.audit.custom_result import CustomAudit
+
+    rng = np.random.default_rng(2)
+    a_in, a_out = _scores(rng, 300, 1.0)
+    b_in, b_out = _scores(rng, 300, 0.0)
+    g = ["a"] * 300 + ["b"] * 300
+    res = one.audit_one(np.r_[a_in, b_in], np.r_[a_out, b_out], g, g, n_null=20)
+    assert type(res) is CustomAudit and res.primary == "loss_threshold"
+    t = res.table()
+    assert list(t.columns[:6]) == ["attack", "group", "n_records", "gpr_pp", "lo_pp", "hi_pp"]
+    assert (t.n_records == 600).all() and t.set_index("group").loc["a", "lo_pp"] > 0
+    d = res.delta()
+    assert d["delta_lo"] > 0 and d["delta_pp"] == pytest.approx(t.gpr_pp.max() - t.gpr_pp.min())
+    c = res.contrasts()
+    assert list(c[["group_a", "group_b"]].iloc[0]) == ["a", "b"] and c.diff_pp.iloc[0] > 0
+    assert res.headline()[0].startswith("Is some group at higher membership risk? Yes")
+    assert "the loss threshold on one model" in res.headline()[0] and "Riskiest: a" in res.headline()[1]
+    assert "a records are at higher risk" in res.answer()[0]
+    assert len(res.records) == 1200 and set(res.roc.group) == {"a", "b"}
+    out = res.write(tmp_path / "one")
+    md = (out / "report.md").read_text()
+    assert "Design: one trained model, 600 of its training records (members) and 600 held-out records." in md
+    assert json.loads((out / "summary.json").read_text())["attacks"]["loss_threshold"]["delta_lo"] == d["delta_lo"]
 
 
 def test_no_leak_intervals_hold_zero():
@@ -37,9 +67,9 @@ def test_no_leak_intervals_hold_zero():
     s_in, s_out = _scores(rng, 1200, 0.0)
     groups = np.array(["x", "y", "z"] * 400)
     res = one.audit_one(s_in, s_out, groups, groups, n_null=50, seed=3)
-    assert (res.groups.lo_pp < 0).all() and (res.groups.hi_pp > 0).all()
-    assert res.delta_lo == 0.0
-    assert (res.contrasts.lo_pp < 0).all() and (res.contrasts.hi_pp > 0).all()
+    assert (res.table().lo_pp < 0).all() and (res.table().hi_pp > 0).all()
+    assert res.delta()["delta_lo"] == 0.0
+    assert (res.contrasts().lo_pp < 0).all() and (res.contrasts().hi_pp > 0).all()
     assert res.answer()[0].endswith("no difference between groups detected.") or "interval holds 0" in res.answer()[0]
 
 
@@ -233,9 +263,9 @@ def test_the_german_credit_one_model_example_finds_the_memorising_model_and_not_
         res = one.audit_one(-df.loss[df.member == 1], -df.loss[df.member == 0], df.sex[df.member == 1],
                             df.sex[df.member == 0], seed=0)
         if name == "sgd":
-            assert (res.groups["lo_pp"] > 0).all(), res.groups
+            assert (res.table()["lo_pp"] > 0).all(), res.table()
         else:
-            assert ((res.groups["lo_pp"] < 0) & (res.groups["hi_pp"] > 0)).all(), res.groups
+            assert ((res.table()["lo_pp"] < 0) & (res.table()["hi_pp"] > 0)).all(), res.table()
 
 
 def _saved_model_and_records(tmp_path, *, leak: bool):
@@ -381,14 +411,14 @@ def test_rmia_calibration_finds_a_leak_that_record_difficulty_hides_and_covers_0
     raw = audit_one(-target[member], -target[~member], sex[member], sex[~member], n_null=20, seed=0)
     cal_s = calibrated_scores(target, ref)
     cal = audit_one(cal_s[member], cal_s[~member], sex[member], sex[~member], n_null=20, seed=0)
-    f_raw = raw.groups.set_index("group").loc["f"]
-    f_cal = cal.groups.set_index("group").loc["f"]
-    assert f_cal.lo_pp > 0 and cal.delta_lo > 0
-    assert f_cal.advantage_pp > f_raw.advantage_pp + 20  # calibration removes the difficulty the raw loss carries
+    f_raw = raw.table().set_index("group").loc["f"]
+    f_cal = cal.table().set_index("group").loc["f"]
+    assert f_cal.lo_pp > 0 and cal.delta()["delta_lo"] > 0
+    assert f_cal.gpr_pp > f_raw.gpr_pp + 20  # calibration removes the difficulty the raw loss carries
     target, ref, member, sex = _difficulty_bank(leak=0.0)
     cal_s = calibrated_scores(target, ref)
     none = audit_one(cal_s[member], cal_s[~member], sex[member], sex[~member], n_null=20, seed=0)
-    assert (none.groups.lo_pp < 0).all() and (none.groups.hi_pp > 0).all()
+    assert (none.table().lo_pp < 0).all() and (none.table().hi_pp > 0).all()
 
 
 def test_the_command_adds_the_calibrated_audit_from_reference_losses(tmp_path, capsys):
@@ -522,7 +552,7 @@ def test_one_model_contrasts_are_simultaneous_over_many_groups():
     any_excl = 0
     for i in range(studies):
         res = audit_one(rng.normal(size=K * n), rng.normal(size=K * n), g, g, n_null=0, seed=i)
-        c = res.contrasts
+        c = res.contrasts()
         assert len(c) == K * (K - 1) // 2
         any_excl += bool(((c.lo_pp > 0) | (c.hi_pp < 0)).any())
     assert any_excl / studies <= 0.08, any_excl / studies
@@ -536,10 +566,10 @@ def test_one_model_low_fpr_rows_only_with_enough_non_members():
     g_in = np.repeat([0, 1, 2], [200, 200, 200])
     g_out = np.repeat([0, 1, 2], [60, 150, 1200])
     res = audit_one(rng.normal(0.3, 1, 600), rng.normal(size=len(g_out)), g_in, g_out, n_null=0)
-    t = res.groups.set_index("group")
-    assert np.isnan(t.loc[0, "tpr_at_0.01_fpr"]) and "60 non-members, 100 needed" in t.loc[0, "tpr_at_0.01_fpr_note"]
-    assert np.isfinite(t.loc[1, "tpr_at_0.01_fpr"]) and np.isnan(t.loc[1, "tpr_at_0.001_fpr"])
-    assert np.isfinite(t.loc[2, "tpr_at_0.001_fpr"]) and t.loc[2, "tpr_at_0.001_fpr_note"] == ""
+    t = res.table().set_index("group")  # group labels as text, as in every audit's table
+    assert np.isnan(t.loc["0", "tpr_at_0.01_fpr"]) and "60 non-members, 100 needed" in t.loc["0", "tpr_at_0.01_fpr_note"]
+    assert np.isfinite(t.loc["1", "tpr_at_0.01_fpr"]) and np.isnan(t.loc["1", "tpr_at_0.001_fpr"])
+    assert np.isfinite(t.loc["2", "tpr_at_0.001_fpr"]) and t.loc["2", "tpr_at_0.001_fpr_note"] == ""
 
 
 def test_confident_records_get_distinct_losses_and_the_auc_is_mann_whitneys():
@@ -564,7 +594,7 @@ def test_confident_records_get_distinct_losses_and_the_auc_is_mann_whitneys():
     for k in ("a", "b"):
         a, b = s_in[g_in == k], s_out[g_out == k]
         want = ((a[:, None] > b[None]).sum() + 0.5 * (a[:, None] == b[None]).sum()) / (len(a) * len(b))
-        assert res.groups.set_index("group").loc[k, "auc"] == pytest.approx(want)
+        assert res.table().set_index("group").loc[k, "auc"] == pytest.approx(want)
 
 
 def test_the_command_warns_when_tied_scores_dominate(tmp_path, capsys):
@@ -603,7 +633,7 @@ def test_the_command_slices_by_another_column_and_says_what_it_leaves_out(tmp_pa
     assert cli_main(base + ["--out", str(out), "--slice", "age"]) == 0
     printed = capsys.readouterr().out
     assert "Slice by age (1 value left out" in printed and "'teen'" in printed
-    assert "Riskier for young than for old" in printed
+    assert "Riskiest: young" in printed and "young records are at higher risk" in printed
     s = pd.read_csv(out / "slices.csv")
     assert set(s["value"]) == {"old", "young"} and set(s["slice"]) == {"age"}
     young = s.set_index("value").loc["young"]

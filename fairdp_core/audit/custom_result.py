@@ -1,5 +1,6 @@
-"""The result of a custom audit (:class:`CustomAudit`): the per-group table, Δ with its interval, the attacks' ROC
-curves and the files it writes."""
+"""The result of every audit a user runs (:class:`CustomAudit`): of a bank (:func:`~fairdp_core.audit.custom.audit_bank`,
+``audit_model``, ``audit_csv``) and of one trained model (:func:`~fairdp_core.audit.one.audit_one`). The per-group
+table, Δ with its interval and null floor, the pairs of groups, the attacks' ROC curves and the files it writes."""
 
 from __future__ import annotations
 
@@ -25,10 +26,13 @@ def roc_title(attack: str) -> str:
 
 @dataclass
 class CustomAudit:
-    """The result of an audit: ``summary`` (per attack: GPR, Δ with interval and null floor; the design; the
-    accounting and accuracy when the bank was trained here), ``groups`` (per attack × group, pp), ``records`` (per
-    audited record: group and each attack's advantage), ``roc`` (per group and attack: the ROC curve over the
-    (model, record) pairs), ``slices`` (per slice value: GPR with interval, pp)."""
+    """The result of an audit: ``summary`` (per attack: GPR, Δ with interval and null floor, the pairs of groups; the
+    design; the accounting and accuracy when the bank was trained here), ``groups`` (per attack × group, pp),
+    ``records`` (per audited record: group and each attack's advantage; for one model, its score and membership),
+    ``roc`` (per group and attack: the ROC curve), ``slices`` (per slice value: GPR with interval, pp).
+
+    Every reading method takes an ``attack`` (a key of ``summary["attacks"]``); None reads the audit's primary
+    attack (``summary["primary"]``: PA-ALOOA cross-fitted for a bank, the loss threshold for one model)."""
 
     summary: dict
     groups: pd.DataFrame
@@ -36,9 +40,33 @@ class CustomAudit:
     roc: pd.DataFrame
     slices: pd.DataFrame = field(default_factory=pd.DataFrame)
 
-    def table(self, attack: str = "alooa_cross_fit") -> pd.DataFrame:
+    @property
+    def primary(self) -> str:
+        """The attack the reading methods use when none is named."""
+        return self.summary.get("primary", "alooa_cross_fit")
+
+    def _label(self, attack: str) -> str:
+        if attack == "alooa_cross_fit":
+            return "PA-ALOOA cross-fitted"
+        return self.summary.get("labels", {}).get(attack) or roc_title(attack)
+
+    def table(self, attack: str | None = None) -> pd.DataFrame:
         """The per-group table of one attack (GPR and its interval in pp)."""
-        return self.groups[self.groups.attack == attack].reset_index(drop=True)
+        return self.groups[self.groups.attack == (attack or self.primary)].reset_index(drop=True)
+
+    def delta(self, attack: str | None = None) -> dict[str, float | None]:
+        """Δ of one attack (max − min of the groups' GPR, pp) with its simultaneous interval and null floor."""
+        a = self.summary["attacks"][attack or self.primary]
+        return {k: a.get(k) for k in ("delta_pp", "delta_lo", "delta_hi", "null_floor_pp")}
+
+    def contrasts(self, attack: str | None = None) -> pd.DataFrame:
+        """Each pair of groups of one attack: the difference of their GPR (pp, first − second) with its simultaneous
+        interval, p and Holm's p."""
+        names = self.summary["group_names"]
+        rows = [{"group_a": names[c["k"]], "group_b": names[c["l"]],
+                 **{k: v for k, v in c.items() if k not in ("k", "l", "group_a", "group_b")}}
+                for c in self.summary["attacks"][attack or self.primary].get("contrasts") or []]
+        return pd.DataFrame(rows)
 
     def write(self, out: str | os.PathLike, *, force: bool = False, protect: tuple = ()) -> Path:
         """summary.json, groups.csv, records.csv, slices.csv, roc.csv, roc.png and report.md in ``out``, with a
@@ -60,10 +88,11 @@ class CustomAudit:
         plt.close(fig)
         (tmp / "report.md").write_text(self.markdown())
 
-    def headline(self, attack: str = "alooa_cross_fit") -> list[str]:
+    def headline(self, attack: str | None = None) -> list[str]:
         """The answer first, with any number of groups: whether some group is at higher risk (Δ with its interval
         and null floor; yes when some pair's simultaneous interval excludes 0), then the riskiest and the safest
         group with their Holm-adjusted contrast."""
+        attack = attack or self.primary
         a = self.summary["attacks"][attack]
         names = self.summary["group_names"]
         contrasts = a.get("contrasts") or []
@@ -71,7 +100,7 @@ class CustomAudit:
         answer = "Yes" if detected else "No difference detected" if contrasts else "Not testable (no contrast)"
         out = [f"Is some group at higher membership risk? {answer}: "
                f"Δ = {a['delta_pp']:.2f} pp [{a['delta_lo']:.2f}, {a['delta_hi']:.2f}] over {len(names)} groups, "
-               f"null floor {a['null_floor_pp']:.2f} pp (PA-ALOOA cross-fitted; no group is riskier when "
+               f"null floor {a['null_floor_pp']:.2f} pp ({self._label(attack)}; no group is riskier when "
                f"{'every pair' if len(names) > 2 else 'the pair'}'s 95% interval holds 0)."]
         t = self.table(attack).set_index("group")["gpr_pp"]
         hi, lo = str(t.idxmax()), str(t.idxmin())
@@ -84,10 +113,10 @@ class CustomAudit:
                        f"{c.get('p_holm', c.get('p')):.2g}.")
         return out
 
-    def answer(self, attack: str = "alooa_cross_fit") -> list[str]:
+    def answer(self, attack: str | None = None) -> list[str]:
         """One sentence per pair of groups: the signed difference of their risk (GPR, pp) with its simultaneous 95%
         interval, the p-value (Holm over the pairs), and whether the difference exceeds the null floor of Δ."""
-        a = self.summary["attacks"][attack]
+        a = self.summary["attacks"][attack or self.primary]
         names = self.summary["group_names"]
         floor = a.get("null_floor_pp")
         out = []
@@ -112,11 +141,18 @@ class CustomAudit:
         lines = [f"# Per-group membership audit: {s.get('title', 'custom model')}", "",
                  *self.headline(), "", "Each pair of groups:", "",
                  *(f"- {x}" for x in self.answer()), "",
-                 "(Membership risk measured by PA-ALOOA, cross-fitted; 95% intervals simultaneous over the pairs of "
-                 "groups; p Holm-adjusted over them.)", "",
-                 f"Design: {s['m']} audited records, 2R = {s['n_models']} models (every audited record IN for half "
-                 f"of them). GPR: a group's mean per-record advantage (held-out TPR − FPR), pp; Δ: max − min over "
-                 f"groups, pp, with its simultaneous 95% interval and null floor (Δ with group labels permuted)."]
+                 f"(Membership risk measured by {self._label(self.primary)}; 95% intervals simultaneous over the "
+                 "pairs of groups; p Holm-adjusted over them.)", ""]
+        if s.get("kind") == "one_model":
+            lines.append(f"Design: one trained model, {s['n_members']} of its training records (members) and "
+                         f"{s['n_nonmembers']} held-out records. GPR: a group's advantage of the score threshold "
+                         "(TPR − FPR, cross-fitted over records), pp; Δ: max − min over groups, pp, with its "
+                         "simultaneous 95% interval and null floor (Δ with group labels permuted).")
+        else:
+            lines.append(f"Design: {s['m']} audited records, 2R = {s['n_models']} models (every audited record IN for "
+                         f"half of them). GPR: a group's mean per-record advantage (held-out TPR − FPR), pp; Δ: max − "
+                         "min over groups, pp, with its simultaneous 95% interval and null floor (Δ with group labels "
+                         "permuted).")
         if s.get("accounting"):
             a = s["accounting"]
             lines.append(f"Training: {a['algorithm']}" + ("" if a["algorithm"] == "sgd" else

@@ -26,17 +26,17 @@ from __future__ import annotations
 
 import itertools
 import warnings
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 from scipy import stats as st
 
+from .custom_result import CustomAudit
 from .inference import holm
 from .stats import tpr_at_fpr
 
-__all__ = ["OneModelAudit", "audit_one", "calibrated_scores", "check_disjoint", "coverage_study", "load_model_file",
+__all__ = ["audit_one", "calibrated_scores", "check_disjoint", "coverage_study", "load_model_file",
            "loss_scores", "model_file_scores"]
 
 
@@ -79,41 +79,18 @@ def cross_fit_group(s_in: np.ndarray, s_out: np.ndarray, rng: np.random.Generato
             "thresholds": cuts}
 
 
-@dataclass
-class OneModelAudit:
-    """The per-group audit of one model: ``groups`` (per group: records, advantage in pp with its interval, TPR at
-    low FPR), ``contrasts`` (per pair: the difference with its simultaneous interval and Holm p), Δ with its
-    interval and null floor (pp)."""
-    groups: pd.DataFrame
-    contrasts: pd.DataFrame
-    delta_pp: float
-    delta_lo: float
-    delta_hi: float
-    null_floor_pp: float
-    alpha: float
-    notes: list[str] = field(default_factory=list)
-
-    def answer(self) -> list[str]:
-        """One sentence for Δ, then one per pair of groups whose interval excludes 0."""
-        above = self.delta_pp > self.null_floor_pp
-        out = [f"Δ (max − min of the groups' advantage) = {self.delta_pp:.2f} pp [{self.delta_lo:.2f}, "
-               f"{self.delta_hi:.2f}], null floor {self.null_floor_pp:.2f} pp: "
-               + ("the model leaks more about some groups than others." if self.delta_lo > 0 else
-                  "no difference between groups detected" + (" (above the null floor, but the interval holds 0)."
-                                                             if above else "."))]
-        for r in self.contrasts.itertuples():
-            if r.lo_pp > 0 or r.hi_pp < 0:
-                out.append(f"Riskier for {r.riskier} than for {r.safer}: {abs(r.diff_pp):.2f} pp "
-                           f"[{min(abs(r.lo_pp), abs(r.hi_pp)):.2f}, {max(abs(r.lo_pp), abs(r.hi_pp)):.2f}], "
-                           f"Holm p = {r.p_holm:.2g}.")
-        return out
-
-
 def audit_one(scores_in, scores_out, groups_in, groups_out, *, alpha: float = 0.05, n_null: int = 200,
-              min_per_group: int = 20, seed: int = 0) -> OneModelAudit:
+              min_per_group: int = 20, seed: int = 0, attack: str = "loss_threshold",
+              label: str = "the loss threshold on one model, cross-fitted", title: str = "one model") -> CustomAudit:
     """Audit one model from its scores (higher = more member-like, e.g. :func:`loss_scores`) on its training records
     (``scores_in``, groups ``groups_in``) and on held-out records (``scores_out``, ``groups_out``). Every group needs
-    at least ``min_per_group`` members and non-members. ``seed`` fixes the halves and the null's permutations."""
+    at least ``min_per_group`` members and non-members. ``seed`` fixes the halves and the null's permutations.
+
+    Returns the same :class:`~fairdp_core.audit.custom_result.CustomAudit` as an audit of a bank, with one attack,
+    ``attack`` (its primary; ``label`` names it in the text): ``table()`` per group (``gpr_pp``: the advantage, with
+    its interval; members, non-members, AUC, TPR at low FPR), ``delta()``, ``contrasts()``, ``answer()``,
+    ``headline()``, ``write()``; ``records`` holds each record's group, membership and score, ``roc`` each group's
+    ROC curve."""
     s_in, s_out = np.asarray(scores_in, float), np.asarray(scores_out, float)
     g_in, g_out = np.asarray(groups_in), np.asarray(groups_out)
     for name, s, g in (("training", s_in, g_in), ("held-out", s_out, g_out)):
@@ -168,9 +145,43 @@ def audit_one(scores_in, scores_out, groups_in, groups_out, *, alpha: float = 0.
         pi, po = rng.permutation(g_in), rng.permutation(g_out)
         a = [cross_fit_group(s_in[pi == k], s_out[po == k], rng)["advantage"] for k in names]
         null.append(max(a) - min(a))
-    return OneModelAudit(groups=pd.DataFrame(rows), contrasts=contrasts, delta_pp=100 * delta,
-                         delta_lo=100 * float(max(0.0, (gaps - half).max())), delta_hi=100 * float((gaps + half).max()),
-                         null_floor_pp=100 * float(np.mean(null)) if null else float("nan"), alpha=alpha)
+    delta_pp, delta_lo = 100 * delta, 100 * float(max(0.0, (gaps - half).max()))
+    delta_hi, floor = 100 * float((gaps + half).max()), 100 * float(np.mean(null)) if null else float("nan")
+    return _as_audit(rows, contrasts, names, s_in, s_out, g_in, g_out, attack=attack, label=label, title=title,
+                     alpha=alpha, delta=(delta_pp, delta_lo, delta_hi, floor))
+
+
+def _as_audit(rows: list[dict], contrasts: pd.DataFrame, names: list, s_in, s_out, g_in, g_out, *, attack: str,
+              label: str, title: str, alpha: float, delta: tuple[float, float, float, float]) -> CustomAudit:
+    """The one-model audit as the one result type: ``groups`` with the bank audit's columns first (``gpr_pp`` is the
+    group's advantage), the pairs as ``summary["attacks"][attack]["contrasts"]``, the records and the ROC curves."""
+    from .custom_result import _roc
+
+    index = {k: i for i, k in enumerate(names)}
+    groups = pd.DataFrame(rows).rename(columns={"advantage_pp": "gpr_pp"})
+    groups.insert(0, "attack", attack)
+    groups["group"] = groups["group"].astype(str)
+    groups["n_records"] = groups["n_members"] + groups["n_nonmembers"]
+    first = ["attack", "group", "n_records", "gpr_pp", "lo_pp", "hi_pp"]
+    groups = groups[first + [c for c in groups.columns if c not in first]]
+    pairs = [{"k": index[r["group_a"]], "l": index[r["group_b"]], **r} for r in contrasts.to_dict("records")]
+    for c in pairs:
+        c["group_a"], c["group_b"], c["riskier"], c["safer"] = (str(c[k]) for k in ("group_a", "group_b", "riskier",
+                                                                                     "safer"))
+    d_pp, d_lo, d_hi, floor = delta
+    summary = {"title": title, "kind": "one_model", "primary": attack, "labels": {attack: label},
+               "group_names": [str(k) for k in names], "alpha": alpha, "n_members": len(s_in),
+               "n_nonmembers": len(s_out),
+               "attacks": {attack: {"gpr": [r["gpr_pp"] / 100 for r in groups.to_dict("records")], "delta_pp": d_pp,
+                                    "delta_lo": d_lo, "delta_hi": d_hi, "null_floor_pp": floor, "contrasts": pairs}}}
+    member = np.r_[np.ones(len(s_in), bool), np.zeros(len(s_out), bool)]
+    records = pd.DataFrame({"group": np.r_[g_in, g_out].astype(str), "member": member, "score": np.r_[s_in, s_out]})
+    roc = []
+    for k in names:
+        sel = records["group"].to_numpy() == str(k)
+        fpr, tpr = _roc(records["score"].to_numpy()[sel], member[sel])
+        roc.append(pd.DataFrame({"attack": attack, "group": str(k), "fpr": fpr, "tpr": tpr}))
+    return CustomAudit(summary=summary, groups=groups, records=records, roc=pd.concat(roc, ignore_index=True))
 
 
 def loss_scores(model, X, y, *, batch_size: int = 1024):

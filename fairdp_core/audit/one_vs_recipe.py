@@ -62,12 +62,12 @@ def compare_bank(loss: np.ndarray, membership: np.ndarray, group: np.ndarray, na
         s, m = -np.asarray(loss[j], float), np.asarray(membership[j], bool)
         res = audit_one(s[m], s[~m], names_arr[m], names_arr[~m], n_null=n_null, min_per_group=min_per_group,
                         seed=seed + j)
-        adv = res.groups.set_index("group")["advantage_pp"].reindex(recipe.index)
+        adv = res.table().set_index("group")["gpr_pp"].reindex(recipe.index)
         gap = pd.Series({k: float(s[m & (names_arr == k)].mean() - s[~m & (names_arr == k)].mean())
                          for k in recipe.index})  # held-out loss − training loss (s is the negated loss)
         top, rho = _ranking(adv, recipe)
         gap_top, gap_rho = _ranking(gap, recipe)
-        rows.append({"model": j, "delta_pp": res.delta_pp, "riskiest": top, "spearman": rho,
+        rows.append({"model": j, "delta_pp": res.delta()["delta_pp"], "riskiest": top, "spearman": rho,
                      "gap_riskiest": gap_top, "gap_spearman": gap_rho, **{f"adv_{k}": v for k, v in adv.items()}})
     per = pd.DataFrame(rows)
     recipe_delta = float(recipe.max() - recipe.min())

@@ -115,8 +115,11 @@ def _cmd_audit_one(args: argparse.Namespace) -> int:
     audits = {"loss": scores}
     if refs is not None:  # RMIA's calibration by the reference models (offline: they trained on none of the records)
         audits["rmia_offline"] = calibrated_scores(-scores, -refs, a=args.rmia_a)
+    attack_labels = {"loss": f"the threshold on {score_col}, cross-fitted",
+                     "rmia_offline": "RMIA offline, calibrated by the reference models, cross-fitted"}
     results = {k: audit_one(v[m], v[~m], groups[m], groups[~m], alpha=args.alpha, n_null=args.n_null,
-                            min_per_group=args.min_per_group, seed=args.seed) for k, v in audits.items()}
+                            min_per_group=args.min_per_group, seed=args.seed, attack=k, label=attack_labels[k],
+                            title=source) for k, v in audits.items()}
     res = results["loss"]
     slices = {}  # column -> (its audit by the loss threshold or None, the values left out)
     if args.slice:
@@ -134,21 +137,25 @@ def _cmd_audit_one(args: argparse.Namespace) -> int:
                 continue
             slices[col] = (audit_one(scores[m & keep], scores[~m & keep], labels[m & keep], labels[~m & keep],
                                      alpha=args.alpha, n_null=args.n_null, min_per_group=args.min_per_group,
-                                     seed=args.seed), left)
+                                     seed=args.seed, label=attack_labels["loss"], title=f"{source} by {col}"), left)
 
     def summary(r) -> dict:
-        return {"delta_pp": r.delta_pp, "delta_lo": r.delta_lo, "delta_hi": r.delta_hi,
-                "null_floor_pp": r.null_floor_pp}
+        return r.delta()
+
+    def group_table(r) -> pd.DataFrame:  # the files' columns: the advantage of the one model's threshold
+        t = r.table().drop(columns=["attack", "n_records"]).rename(columns={"gpr_pp": "advantage_pp"})
+        first = ["group", "n_members", "n_nonmembers", "advantage_pp", "lo_pp", "hi_pp"]
+        return t[first + [c for c in t.columns if c not in first]]
 
     def write(tmp: Path) -> None:
         for k, r in results.items():
             suffix = "" if k == "loss" else f"_{k}"
-            (tmp / f"groups{suffix}.csv").write_text(r.groups.to_csv(index=False, float_format="%.6g"))
-            (tmp / f"contrasts{suffix}.csv").write_text(r.contrasts.to_csv(index=False, float_format="%.6g"))
+            (tmp / f"groups{suffix}.csv").write_text(group_table(r).to_csv(index=False, float_format="%.6g"))
+            (tmp / f"contrasts{suffix}.csv").write_text(r.contrasts().to_csv(index=False, float_format="%.6g"))
         extra = {} if refs is None else {"rmia_offline": {**summary(results["rmia_offline"]), "a": args.rmia_a,
                                                           "references": int(refs.shape[0])}}
         if slices:
-            rows = [r.groups.assign(slice=col).rename(columns={"group": "value"}) for col, (r, _) in slices.items()
+            rows = [group_table(r).assign(slice=col).rename(columns={"group": "value"}) for col, (r, _) in slices.items()
                     if r is not None]
             if rows:
                 t = pd.concat(rows, ignore_index=True)
@@ -158,7 +165,7 @@ def _cmd_audit_one(args: argparse.Namespace) -> int:
             extra["slices"] = {col: {**(summary(r) if r is not None else none), "left_out": left}
                                for col, (r, left) in slices.items()}
         (tmp / "summary.json").write_text(json.dumps({
-            **summary(res), "alpha": res.alpha, "n_members": int(m.sum()), "n_nonmembers": int((~m).sum()),
+            **summary(res), "alpha": res.summary["alpha"], "n_members": int(m.sum()), "n_nonmembers": int((~m).sum()),
             "score": score_col, "scores_file": source, **extra}, indent=1) + "\n")
 
     out = write_managed_dir(args.out, write, force=args.force, protect=inputs)
@@ -166,9 +173,9 @@ def _cmd_audit_one(args: argparse.Namespace) -> int:
     for k, r in results.items():
         if len(results) > 1:
             print("Loss threshold:" if k == "loss" else f"RMIA, calibrated by {refs.shape[0]} reference models:")
-        for line in r.answer():
+        for line in r.headline() + r.answer():
             print(line)
-        print(r.groups[cols].to_string(index=False, float_format=lambda v: "n/a" if np.isnan(v) else f"{v:.2f}"))
+        print(group_table(r)[cols].to_string(index=False, float_format=lambda v: "n/a" if np.isnan(v) else f"{v:.2f}"))
     for col, (r, left) in slices.items():  # by the loss threshold, as the groups above
         named = ", ".join(f"{x['value']!r} ({x['members']} members, {x['held_out']} held out)" for x in left)
         print(f"Slice by {col}" + (f" ({len(left)} value{'s' * (len(left) > 1)} left out, under --min-per-group "
@@ -176,9 +183,9 @@ def _cmd_audit_one(args: argparse.Namespace) -> int:
         if r is None:
             print(f"  fewer than two values with {args.min_per_group} members and held-out records: not audited")
             continue
-        for line in r.answer():
+        for line in r.headline() + r.answer():
             print(f"  {line}")
-        print(r.groups[cols].rename(columns={"group": "value"}).to_string(
+        print(group_table(r)[cols].rename(columns={"group": "value"}).to_string(
             index=False, float_format=lambda v: "n/a" if np.isnan(v) else f"{v:.2f}"))
     files = "groups.csv, contrasts.csv" + (", groups_rmia_offline.csv, contrasts_rmia_offline.csv" if refs is not None
                                            else "") + (", slices.csv" if any(r for r, _ in slices.values()) else "")
