@@ -75,6 +75,31 @@ def test_no_extrapolation_outside_dpsgd_range():
     assert np.isnan(row.effect_cross_fit) and np.isnan(row.lo_cross_fit) and row.outside_cross_fit == 8
 
 
+def test_a_rules_extra_lrs_are_read_against_the_same_frontier_as_a_family_of_their_own():
+    """The rule's extra operating points (frontier runs of the rule at other lrs): one row per lr, each against
+    DP-SGD's frontier at its own accuracy, at the Bonferroni level over these rows; a point on the frontier reads
+    no change, one 0.5 pp above it raises, one more accurate than every DP-SGD point is outside (no number)."""
+    from fairdp_core.audit.frontier import extra_lr_table
+
+    pts = _points(0.890, 0.5)
+    rng = np.random.default_rng(9)
+    extra = []
+    for s in range(8):
+        for lr, acc, delta in ((0.03, 0.8875, 50 * 0.0075), (0.3, 0.8925, 50 * 0.0125 + 0.5), (3.0, 0.905, 1.0)):
+            row = pts[(pts.seed == s) & (pts.algorithm == "dpsgd_s_paper")].iloc[0].to_dict()
+            row.update(lr=lr, source="frontier", accuracy=acc, run=f"x-{lr}-{s}",
+                       **{f"delta_{e}": delta + rng.normal(0, 0.02) for e in ("cross_fit", "in_sample")})
+            extra.append(row)
+    t = extra_lr_table(pd.concat([pts, pd.DataFrame(extra)], ignore_index=True)).set_index("lr")
+    assert list(t.index) == [0.03, 0.3, 3.0] and (t.family == 3).all() and (t.seeds == 8).all()
+    assert t.loc[0.03, "verdict"] == "no change at equal accuracy" and abs(t.loc[0.03, "effect_cross_fit"]) < 0.05
+    assert t.loc[0.3, "verdict"] == "raises Δ at equal accuracy"
+    assert t.loc[0.3, "effect_cross_fit"] == pytest.approx(0.5, abs=0.05)
+    assert t.loc[3.0, "verdict"] == OUTSIDE and np.isnan(t.loc[3.0, "effect_cross_fit"])
+    # the claims point is not an extra point, and DP-SGD's own frontier runs never are
+    assert extra_lr_table(pts).empty
+
+
 def test_pareto_reading_names_a_point_as_accurate_with_lower_delta():
     # the rule at 0.889 with Δ 0.9 pp: DP-SGD at lr 1.0 (0.890, 0.5 pp) is more accurate with less Δ, chosen on the
     # other seeds in every seed

@@ -29,8 +29,8 @@ from .stats import seeds_for_power
 from .verdicts import ESTIMATORS, MIN_SEEDS, RULE_ORDER, _category, _mde, one_version
 
 __all__ = ["ABLATION", "AXES", "COVERAGE_GRID", "FAMILY", "LAW_E10", "LAW_E10_RULE_AT", "OUTSIDE", "cell_c0",
-           "coverage_study", "frontier_at", "frontier_points", "frontier_table", "load_points", "pareto_reading",
-           "simulate_coverage", "write_coverage"]
+           "coverage_study", "extra_lr_table", "frontier_at", "frontier_points", "frontier_table", "load_points",
+           "pareto_reading", "simulate_coverage", "write_coverage"]
 
 # Every (cell, rule) the frontier profiles plan: the 10 LR cells × 3 rules and the MNIST MLP cell's paper rule.
 FAMILY = 31
@@ -233,6 +233,52 @@ def frontier_table(points: pd.DataFrame, *, alpha: float = 0.05, family: int = F
     if not df.empty:
         df["family"] = family
         df["bonferroni_level"] = 1 - alpha / family
+    return df
+
+
+def extra_lr_table(points: pd.DataFrame, *, alpha: float = 0.05, planned: dict | None = None) -> pd.DataFrame:
+    """The rules at their extra operating points (the frontier profile's lrs beside each rule's claims lr, on the LR
+    cells): per cell × rule × lr, the effect at equal accuracy (cross-fitted and in-sample, test accuracy) over the
+    seeds that hold DP-SGD's whole frontier, with the paired t interval at the Bonferroni level over these rows (a
+    family of their own, planned with them: docs/frontier.md, "Predictions"). Where a seed's rule accuracy lies
+    outside its DP-SGD range the row is "outside DP-SGD's range" with no number."""
+    if points.empty:
+        return pd.DataFrame()
+    extra = points[(points.source == "frontier") & points.algorithm.isin(RULE_ORDER)
+                   & (points.algorithm != "dpsgd")]
+    if extra.empty:
+        return pd.DataFrame()
+    keys = sorted({(r.dataset, r.model, r.epsilon, r.algorithm, r.lr) for r in extra.itertuples()},
+                  key=lambda k: (k[0], k[1], -k[2], RULE_ORDER.index(k[3]), k[4]))
+    k = max(len(keys), 1)
+    rows = []
+    for ds, model, eps, rule, lr in keys:
+        cell = (ds, model, eps)
+        dp, complete = frontier_points(points, cell, (planned or {}).get(cell))
+        arm = extra[(extra.dataset == ds) & (extra.model == model) & (extra.epsilon == eps)
+                    & (extra.algorithm == rule) & (extra.lr == lr)]
+        seeds = [s for s in complete if s in set(arm.seed)]
+        row = {"dataset": ds, "model": model, "epsilon": eps, "rule": rule, "lr": lr, "seeds": len(seeds),
+               "accuracy": float(arm[arm.seed.isin(seeds)]["accuracy"].mean()) if seeds else np.nan}
+        cats = {}
+        for est in ESTIMATORS:
+            if len(seeds) < 2:
+                cats[est] = "outside"
+                continue
+            e, f = _effects(dp[dp.seed.isin(seeds)], arm, seeds, est, "accuracy")
+            if np.isnan(f).any():
+                cats[est] = "outside"
+                row.update({f"effect_{est}": np.nan, f"lo_{est}": np.nan, f"hi_{est}": np.nan})
+                continue
+            t = _t_row(e, alpha, k)
+            row.update({f"effect_{est}": t["effect"], f"lo_{est}": t["lo"], f"hi_{est}": t["hi"]})
+            cats[est] = _category(t["lo"], t["hi"])
+        row.update({f"category_{est}": c for est, c in cats.items()})
+        row["verdict"] = (OUTSIDE if "outside" in cats.values() or len(seeds) < 2 else
+                          "depends on the estimator" if len(set(cats.values())) > 1 else VERDICT_WORDS[cats["cross_fit"]])
+        rows.append(row)
+    df = pd.DataFrame(rows)
+    df["family"] = k
     return df
 
 

@@ -18,13 +18,14 @@ from ..audit.frontier import (
     FAMILY,
     OUTSIDE,
     cell_c0,
+    extra_lr_table,
     frontier_at,
     frontier_points,
     frontier_table,
     load_points,
     pareto_reading,
 )
-from ..audit.verdicts import PAPER_QUOTED, RULE_ORDER
+from ..audit.verdicts import ESTIMATORS, PAPER_QUOTED, RULE_ORDER
 from .claims import SHORT as _RULE_SHORT
 from .results import DATASET_LABELS
 
@@ -128,8 +129,9 @@ def cell_progress(points: pd.DataFrame, cell: tuple) -> str:
 
 
 def frontier_first_screen(table: pd.DataFrame, n_cells: int) -> str:
-    """A clause for the index's first screen: the deciding rule's verdicts at equal accuracy, counted over the LR
-    cells run (the quoted claims' table names it for its cells)."""
+    """A clause for the index's first screen: the deciding rule's verdicts at equal accuracy, counted over the cells
+    run (the quoted claims' table names it for its cells), with the seeds they were decided at where the committed
+    seed rule asked for more."""
     head = "<a href='#frontier'><b>at equal accuracy</b></a>, "
     done = _primary(table)
     done = done[done.verdict != "too few seeds"] if not done.empty else done
@@ -137,7 +139,11 @@ def frontier_first_screen(table: pd.DataFrame, n_cells: int) -> str:
         return head + f"0 of {n_cells} cells run"
     counts = done.verdict.value_counts()
     parts = [f"{COUNT_LABEL[v]} {counts[v]}" for v in COUNT_LABEL if v in counts]
-    return head + f"{', '.join(parts)} ({len(done)} of {n_cells} cells run)"
+    asked = done[[c for c in ("seeds_asked_cross_fit", "seeds_asked_in_sample") if c in done]].max(axis=1)
+    short = asked.notna() & (asked > done.seeds)
+    seeds = (f"; {int(short.sum())} at {int(done.seeds[short].min())} seeds where the committed seed rule asks up to "
+             f"{int(asked[short].max())}" if short.any() else "")
+    return head + f"{', '.join(parts)} ({len(done)} of {n_cells} cells run{seeds})"
 
 
 def frontier_quoted(table: pd.DataFrame) -> dict:
@@ -372,7 +378,8 @@ def frontier_section(points: pd.DataFrame, table: pd.DataFrame, cells: list[tupl
         "also compared with DP-SGD <i>at the rule's accuracy</i>. Per seed, DP-SGD runs at up to 11 operating points "
         "(lr 0.03-3 at the cell's C0, and lr 0.1-1 at C0/3 and C0/10; the claims design otherwise: m = n, 2R = 400, "
         "batch 256, Poisson sampling, RDP accountant, δ = 1e-5, the ε of the cell, σ calibrated per point; "
-        "profiles/frontier.yaml); its frontier is the non-decreasing fit of Δ on "
+        "profiles/frontier.yaml; the MNIST MLP cell at 9 points and its claims design, 2R = 64, "
+        "profiles/frontier_mnist.yaml); its frontier is the non-decreasing fit of Δ on "
         "accuracy through them, never extrapolated. The rule's effect is its Δ minus the frontier at its accuracy, "
         "paired over seeds, with the paired t interval at the Bonferroni level 1 − 0.05/"
         f"{FAMILY} (every planned cell × rule); the uncorrected p is shown for every row. The statistic, the "
@@ -429,6 +436,7 @@ def frontier_section(points: pd.DataFrame, table: pd.DataFrame, cells: list[tupl
         line = _small_c_outcome(points, cell, (planned or {}).get(cell))
         if line:
             outcomes.append(f"<li>{DATASET_LABELS.get(cell[0], cell[0])} ε = {cell[2]:g}: {line}</li>")
+    extra, extra_line = _extra_lr_rows(points, planned)
     acc_rows = table[table.axis == "accuracy"]
     summary = "; ".join(
         f"{SHORT[rule]}: " + ", ".join(f"{COUNT_LABEL.get(v, v)} {n}" for v, n in g.verdict.value_counts().items())
@@ -469,7 +477,42 @@ def frontier_section(points: pd.DataFrame, table: pd.DataFrame, cells: list[tupl
         "DP-SGD's clipped shares at its smallest C</caption><tr><th>dataset</th><th>ε</th><th>riskier under "
         "DP-SGD</th><th>rule</th><th>r_k (clipped)</th><th>DP-SGD at its smallest C</th></tr>"
         f"{''.join(mech)}</table><p>The predictions, one per cell and rule, against the verdict at equal "
-        f"accuracy (cross-fitted):</p><ul>{''.join(outcomes)}</ul></details>")
+        f"accuracy (cross-fitted):</p><ul>{''.join(outcomes)}</ul>"
+        f"<p>{html.escape(extra_line)}</p>{extra}</details>")
+
+
+def _extra_lr_rows(points: pd.DataFrame, planned: dict | None) -> tuple[str, str]:
+    """The prediction that each rule's sign stays the same at its extra lrs (docs/frontier.md, "Predictions"):
+    the table of those rows, judged cross-fitted as the claims points are, and one sentence tallying it."""
+    t = extra_lr_table(points, planned=planned)
+    if t.empty:
+        return "", "No rule has run at an extra lr yet."
+    rows, judged = [], []
+    for r in t.itertuples():
+        want = PREDICTIONS.get(r.rule, {}).get(r.dataset)
+        got = SIGN.get(getattr(r, "category_cross_fit", None))
+        outcome = ("—" if want is None else f"not testable ({r.verdict})" if r.verdict == OUTSIDE or got is None
+                   else _judge(want, got))
+        judged.append(outcome.split(" (")[0])
+        ci = {est: ("—" if not np.isfinite(getattr(r, f"effect_{est}", np.nan)) else
+                    f"{getattr(r, f'effect_{est}'):+.2f} [{getattr(r, f'lo_{est}'):+.2f}, {getattr(r, f'hi_{est}'):+.2f}]")
+              for est in ESTIMATORS}
+        rows.append(f"<tr><td>{html.escape(DATASET_LABELS.get(r.dataset, r.dataset))}</td><td>{r.epsilon:g}</td>"
+                    f"<td>{html.escape(SHORT[r.rule])}</td><td>{r.lr:g}</td><td>{r.seeds}</td>"
+                    f"<td>{100 * r.accuracy:.2f}</td><td>{ci['cross_fit']}</td><td>{ci['in_sample']}</td>"
+                    f"<td>{html.escape(r.verdict)}</td><td>"
+                    + (f"predicted {SIGN_WORDS[want]}: <b>{outcome}</b>" if want is not None else "—")
+                    + "</td></tr>")
+    counts = pd.Series(judged).value_counts()
+    line = (f"At the rules' extra lrs the sign was predicted to stay as at the claims lr: over {len(t)} rows "
+            f"(Bonferroni over {int(t.family.iloc[0])}, cross-fitted), "
+            + ", ".join(f"{k} {counts[k]}" for k in ("holds", "not confirmed", "fails", "not testable") if k in counts)
+            + ".")
+    table = ("<table><caption>Each rule at its extra lrs against DP-SGD's frontier at its accuracy: Δ(rule) − "
+             "Δ(DP-SGD), pp [Bonferroni interval over these rows]</caption><tr><th>dataset</th><th>ε</th><th>rule</th>"
+             "<th>lr</th><th>seeds</th><th>accuracy %</th><th>cross-fitted</th><th>in-sample</th><th>verdict</th>"
+             f"<th>prediction</th></tr>{''.join(rows)}</table>")
+    return table, line
 
 
 def write_frontier_csv(table: pd.DataFrame, out: Path) -> Path:
