@@ -313,3 +313,18 @@ def test_a_cell_in_progress_says_so():
     assert cell_progress(pts, ("mnist", "mlp", 10.0)) == "in progress: 2 frontier runs stored, no seed complete yet"
     assert cell_progress(pts, ("bank", "lr", 10.0)) == "not run yet"
     assert cell_progress(pd.DataFrame(), ("bank", "lr", 10.0)) == "not run yet"
+
+
+def test_the_first_screen_says_when_the_seed_rule_asked_for_more_seeds():
+    """The cell count on the index's first screen carries the seeds the verdicts rest on where the committed seed
+    rule asked for more (a departure from the design, said where the counts are read), and nothing where it did not."""
+    from fairdp_core.reporting.frontier import frontier_first_screen
+
+    def table(asked):
+        return pd.DataFrame([{"rule": "dpsgd_s_paper", "axis": "accuracy", "verdict": "no change at equal accuracy",
+                              "seeds": 6, "seeds_asked_cross_fit": a, "seeds_asked_in_sample": np.nan} for a in asked])
+
+    assert frontier_first_screen(table([16, 9]), 3).endswith(
+        "(2 of 3 cells run; all at 6 seeds, where the committed seed rule asks for up to 16)")
+    assert "1 of them at 6 seeds" in frontier_first_screen(table([16, 6]), 2)
+    assert frontier_first_screen(table([6, np.nan]), 2).endswith("(2 of 2 cells run)")

@@ -141,7 +141,8 @@ def frontier_first_screen(table: pd.DataFrame, n_cells: int) -> str:
     parts = [f"{COUNT_LABEL[v]} {counts[v]}" for v in COUNT_LABEL if v in counts]
     asked = done[[c for c in ("seeds_asked_cross_fit", "seeds_asked_in_sample") if c in done]].max(axis=1)
     short = asked.notna() & (asked > done.seeds)
-    seeds = (f"; {int(short.sum())} at {int(done.seeds[short].min())} seeds where the committed seed rule asks up to "
+    which = "all" if short.all() else f"{int(short.sum())} of them"
+    seeds = (f"; {which} at {int(done.seeds[short].min())} seeds, where the committed seed rule asks for up to "
              f"{int(asked[short].max())}" if short.any() else "")
     return head + f"{', '.join(parts)} ({len(done)} of {n_cells} cells run{seeds})"
 
