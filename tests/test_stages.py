@@ -242,7 +242,10 @@ def test_a_stage_runs_torchs_avx2_kernels_wherever_the_cpu_has_them(tmp_path):
 
     (tmp_path / "probe_capability.py").write_text(
         "import os, torch\nprint(os.environ.get('ATEN_CPU_CAPABILITY'), torch.backends.cpu.get_cpu_capability())\n")
-    code = "from fairdp_core.stages import reexec_with_malloc_env as r; r('probe_capability', [])"
+    # re-exec'd, the probe module runs in the new process; where the environment already holds every setting there
+    # is no re-exec, and the probe runs here
+    code = ("from fairdp_core.stages import reexec_with_malloc_env as r; r('probe_capability', []); "
+            "import runpy; runpy.run_module('probe_capability', run_name='__main__')")
 
     def probe(**extra):
         env = {k: v for k, v in os.environ.items() if k not in ("ATEN_CPU_CAPABILITY", "FAIRDP_NO_REEXEC")}

@@ -322,7 +322,7 @@ def claims_first_screen(summaries_dir: Path, profile: Path, frame: tuple | None 
         f"<div class='findings'>{question}<p><b>{html.escape(_answer(paper, len(have), len(cells), missing))}</b></p>"
         f"<ul>{lines}</ul>"
         "<table id='quoted-claims'><caption><a href='#claims'>Paper's claims</a>, ε = 10: Δ(rule) − Δ(DP-SGD), "
-        "Bonferroni 95%, in-sample (the paper's estimator)"
+        "in-sample, Bonferroni 95%"
         f"{'; ' + equal_accuracy if equal_accuracy else ''}.</caption>"
         "<tr><th>cell</th><th>paper Δ (pp)</th><th>in-sample</th><th>same-lr verdict</th>"
         + ("" if quoted_extra is None else "<th>at equal accuracy</th>") + f"</tr>{''.join(rows)}</table></div>")

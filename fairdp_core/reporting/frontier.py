@@ -141,10 +141,11 @@ def frontier_first_screen(table: pd.DataFrame, n_cells: int) -> str:
     parts = [f"{COUNT_LABEL[v]} {counts[v]}" for v in COUNT_LABEL if v in counts]
     asked = done[[c for c in ("seeds_asked_cross_fit", "seeds_asked_in_sample") if c in done]].max(axis=1)
     short = asked.notna() & (asked > done.seeds)
-    which = "all" if short.all() else f"{int(short.sum())} of them"
-    seeds = (f"; {which} at {int(done.seeds[short].min())} seeds, where the committed seed rule asks for up to "
-             f"{int(asked[short].max())}" if short.any() else "")
-    return head + f"{', '.join(parts)} ({len(done)} of {n_cells} cells run{seeds})"
+    notes = [] if len(done) == n_cells else [f"{len(done)} of {n_cells} cells run"]
+    if short.any():  # the first screen's word budget: the page's section says it in full
+        notes.append(("" if short.all() else f"{int(short.sum())} of them ") + f"at {int(done.seeds[short].min())} "
+                     f"seeds; the seed rule asks up to {int(asked[short].max())}")
+    return head + ", ".join(parts) + (f" ({'; '.join(notes)})" if notes else "")
 
 
 def frontier_quoted(table: pd.DataFrame) -> dict:
