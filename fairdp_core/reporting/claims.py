@@ -303,7 +303,8 @@ def claims_first_screen(summaries_dir: Path, profile: Path, frame: tuple | None 
         r = paper[(paper.dataset == cell[0]) & (paper.model == cell[1]) & (paper.epsilon == cell[2])]
         effect = ref["dpsgd_s"] - ref["dpsgd"]
         head = f"<td>{_label(*cell[:2])}</td><td>{ref['dpsgd']:.2f} → {ref['dpsgd_s']:.2f}</td>"
-        extra = "" if quoted_extra is None else f"<td>{html.escape(quoted_extra.get(cell, 'not planned'))}</td>"
+        extra = ("" if quoted_extra is None else f"<td>{html.escape(quoted_extra[cell])}</td>" if cell in quoted_extra
+                 else "<td title='not planned: the frontier covers the LR cells and the MNIST MLP'>—</td>")
         if r.empty:
             rows.append(f"<tr>{head}<td colspan='2'>not run yet</td>{extra}</tr>")
             continue
