@@ -325,7 +325,7 @@ def test_the_first_screen_says_when_the_seed_rule_asked_for_more_seeds():
                               "seeds": 6, "seeds_asked_cross_fit": a, "seeds_asked_in_sample": np.nan} for a in asked])
 
     assert frontier_first_screen(table([16, 9]), 3).endswith(
-        "(2 of 3 cells run; 6 seeds; the seed rule asks up to 16)")
-    assert frontier_first_screen(table([16, 6]), 2).endswith("(1 of them at 6 seeds; the seed rule asks up to 16)")
+        "(2 of 3 cells run; 6 seeds; seed rule: up to 16)")
+    assert frontier_first_screen(table([16, 6]), 2).endswith("(1 of them at 6 seeds; seed rule: up to 16)")
     assert frontier_first_screen(table([6, np.nan]), 2).endswith("no change 2")
     assert frontier_first_screen(table([6]), 2).endswith("no change 1 (1 of 2 cells run)")

@@ -144,7 +144,7 @@ def frontier_first_screen(table: pd.DataFrame, n_cells: int) -> str:
     notes = [] if len(done) == n_cells else [f"{len(done)} of {n_cells} cells run"]
     if short.any():  # the first screen's word budget: the page's section says it in full
         notes.append(("" if short.all() else f"{int(short.sum())} of them at ") + f"{int(done.seeds[short].min())} "
-                     f"seeds; the seed rule asks up to {int(asked[short].max())}")
+                     f"seeds; seed rule: up to {int(asked[short].max())}")
     return head + ", ".join(parts) + (f" ({'; '.join(notes)})" if notes else "")
 
 
