@@ -90,12 +90,29 @@ def test_a_rules_extra_lrs_are_read_against_the_same_frontier_as_a_family_of_the
             row.update(lr=lr, source="frontier", accuracy=acc, run=f"x-{lr}-{s}",
                        **{f"delta_{e}": delta + rng.normal(0, 0.02) for e in ("cross_fit", "in_sample")})
             extra.append(row)
-    t = extra_lr_table(pd.concat([pts, pd.DataFrame(extra)], ignore_index=True)).set_index("lr")
+    allpts = pd.concat([pts, pd.DataFrame(extra)], ignore_index=True)
+    t = extra_lr_table(allpts).set_index("lr")
     assert list(t.index) == [0.03, 0.3, 3.0] and (t.family == 3).all() and (t.seeds == 8).all()
     assert t.loc[0.03, "verdict"] == "no change at equal accuracy" and abs(t.loc[0.03, "effect_cross_fit"]) < 0.05
     assert t.loc[0.3, "verdict"] == "raises Δ at equal accuracy"
     assert t.loc[0.3, "effect_cross_fit"] == pytest.approx(0.5, abs=0.05)
     assert t.loc[3.0, "verdict"] == OUTSIDE and np.isnan(t.loc[3.0, "effect_cross_fit"])
+    # the interval, by hand: each seed against its own DP-SGD frontier, the paired t interval at level 1 − 0.05/3
+    from scipy import stats
+
+    dp = allpts[allpts.algorithm == "dpsgd"]
+    arm = allpts[(allpts.algorithm == "dpsgd_s_paper") & (allpts.lr == 0.3)].set_index("seed")
+    e = np.array([arm.loc[s, "delta_cross_fit"] - frontier_at(dp[dp.seed == s].accuracy, dp[dp.seed == s]
+                                                              .delta_cross_fit, arm.loc[s, "accuracy"])[0]
+                  for s in range(8)])
+    h = stats.t.ppf(1 - 0.05 / 6, 7) * e.std(ddof=1) / np.sqrt(8)
+    assert (t.loc[0.3, "lo_cross_fit"], t.loc[0.3, "hi_cross_fit"]) == pytest.approx((e.mean() - h, e.mean() + h))
+    one = extra_lr_table(allpts, family=1).set_index("lr")  # the unadjusted reading is narrower
+    assert one.loc[0.3, "hi_cross_fit"] - one.loc[0.3, "lo_cross_fit"] < t.loc[0.3, "hi_cross_fit"] - t.loc[0.3, "lo_cross_fit"]
+    # a point whose DP-SGD Δ there is within its null floor has nothing to remove, as the claims points
+    flat = allpts.copy()
+    flat.loc[flat.algorithm == "dpsgd", "null_floor_cross_fit"] = flat.loc[flat.algorithm == "dpsgd", "null_floor_in_sample"] = 5.0
+    assert extra_lr_table(flat).set_index("lr").loc[0.03, "verdict"] == "no disparity to remove"
     # the claims point is not an extra point, and DP-SGD's own frontier runs never are
     assert extra_lr_table(pts).empty
 
@@ -325,7 +342,7 @@ def test_the_first_screen_says_when_the_seed_rule_asked_for_more_seeds():
                               "seeds": 6, "seeds_asked_cross_fit": a, "seeds_asked_in_sample": np.nan} for a in asked])
 
     assert frontier_first_screen(table([16, 9]), 3).endswith(
-        "(2 of 3 cells run; 6 seeds; seed rule: up to 16)")
-    assert frontier_first_screen(table([16, 6]), 2).endswith("(1 of them at 6 seeds; seed rule: up to 16)")
+        "(2 of 3 cells run; 6 seeds; up to 16 asked)")
+    assert frontier_first_screen(table([16, 6]), 2).endswith("(1 of them at 6 seeds; up to 16 asked)")
     assert frontier_first_screen(table([6, np.nan]), 2).endswith("no change 2")
     assert frontier_first_screen(table([6]), 2).endswith("no change 1 (1 of 2 cells run)")

@@ -144,7 +144,7 @@ def frontier_first_screen(table: pd.DataFrame, n_cells: int) -> str:
     notes = [] if len(done) == n_cells else [f"{len(done)} of {n_cells} cells run"]
     if short.any():  # the first screen's word budget: the page's section says it in full
         notes.append(("" if short.all() else f"{int(short.sum())} of them at ") + f"{int(done.seeds[short].min())} "
-                     f"seeds; seed rule: up to {int(asked[short].max())}")
+                     f"seeds; up to {int(asked[short].max())} asked")
     return head + ", ".join(parts) + (f" ({'; '.join(notes)})" if notes else "")
 
 
@@ -483,33 +483,50 @@ def frontier_section(points: pd.DataFrame, table: pd.DataFrame, cells: list[tupl
         f"<p>{html.escape(extra_line)}</p>{extra}</details>")
 
 
+def _extra_lr_outcome(r) -> str:
+    """One extra-lr row's prediction judged as the claims points' are (:func:`_outcome`)."""
+    want = PREDICTIONS.get(r.rule, {}).get(r.dataset)
+    got = SIGN.get(getattr(r, "category_cross_fit", None))
+    if want is None:
+        return "—"
+    if r.verdict in (OUTSIDE, "too few seeds", "no disparity to remove") or got is None:
+        return f"not testable ({r.verdict})"
+    return _judge(want, got)
+
+
 def _extra_lr_rows(points: pd.DataFrame, planned: dict | None) -> tuple[str, str]:
     """The prediction that each rule's sign stays the same at its extra lrs (docs/frontier.md, "Predictions"):
-    the table of those rows, judged cross-fitted as the claims points are, and one sentence tallying it."""
+    the table of those rows, judged cross-fitted as the claims points are, and one sentence tallying it (with the
+    unadjusted tally beside it: the family was chosen after the runs)."""
     t = extra_lr_table(points, planned=planned)
     if t.empty:
         return "", "No rule has run at an extra lr yet."
     rows, judged = [], []
     for r in t.itertuples():
         want = PREDICTIONS.get(r.rule, {}).get(r.dataset)
-        got = SIGN.get(getattr(r, "category_cross_fit", None))
-        outcome = ("—" if want is None else f"not testable ({r.verdict})" if r.verdict == OUTSIDE or got is None
-                   else _judge(want, got))
+        outcome = _extra_lr_outcome(r)
         judged.append(outcome.split(" (")[0])
-        ci = {est: ("—" if not np.isfinite(getattr(r, f"effect_{est}", np.nan)) else
+        ci = {est: ("—" if not np.isfinite(getattr(r, f"effect_{est}")) else
                     f"{getattr(r, f'effect_{est}'):+.2f} [{getattr(r, f'lo_{est}'):+.2f}, {getattr(r, f'hi_{est}'):+.2f}]")
               for est in ESTIMATORS}
         rows.append(f"<tr><td>{html.escape(DATASET_LABELS.get(r.dataset, r.dataset))}</td><td>{r.epsilon:g}</td>"
                     f"<td>{html.escape(SHORT[r.rule])}</td><td>{r.lr:g}</td><td>{r.seeds}</td>"
                     f"<td>{100 * r.accuracy:.2f}</td><td>{ci['cross_fit']}</td><td>{ci['in_sample']}</td>"
                     f"<td>{html.escape(r.verdict)}</td><td>"
-                    + (f"predicted {SIGN_WORDS[want]}: <b>{outcome}</b>" if want is not None else "—")
+                    + (f"predicted {SIGN_WORDS[want]}: <b>{html.escape(outcome)}</b>" if want is not None else "—")
                     + "</td></tr>")
-    counts = pd.Series(judged).value_counts()
-    line = (f"At the rules' extra lrs the sign was predicted to stay as at the claims lr: over {len(t)} rows "
-            f"(Bonferroni over {int(t.family.iloc[0])}, cross-fitted), "
-            + ", ".join(f"{k} {counts[k]}" for k in ("holds", "not confirmed", "fails", "not testable") if k in counts)
-            + ".")
+    order = ("holds", "not confirmed", "fails", "not testable")
+
+    def tally(outcomes: list[str]) -> str:
+        counts = pd.Series(outcomes).value_counts()
+        return ", ".join(f"{k} {counts[k]}" for k in order if k in counts)
+
+    plain = [_extra_lr_outcome(r).split(" (")[0] for r in extra_lr_table(points, planned=planned, family=1)
+             .itertuples()]
+    line = (f"At the rules' extra lrs the sign was predicted to stay as at the claims lr. Over {len(t)} rows, "
+            f"cross-fitted, at the Bonferroni level over these {int(t.family.iloc[0])} rows (a family chosen after "
+            f"the runs, before these rows were computed): {tally(judged)}; not testable counts the rows with no "
+            f"disparity to remove at that level and those outside DP-SGD's range. Unadjusted (95%): {tally(plain)}.")
     table = ("<table><caption>Each rule at its extra lrs against DP-SGD's frontier at its accuracy: Δ(rule) − "
              "Δ(DP-SGD), pp [Bonferroni interval over these rows]</caption><tr><th>dataset</th><th>ε</th><th>rule</th>"
              "<th>lr</th><th>seeds</th><th>accuracy %</th><th>cross-fitted</th><th>in-sample</th><th>verdict</th>"
