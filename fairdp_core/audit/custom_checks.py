@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -90,10 +90,6 @@ class AuditSettings:
         """The fields :func:`check_recipe` checks."""
         return {f: getattr(self, f) for f in ("algorithm", "epsilon", "R", "m", "epochs", "batch_size", "lr", "clip",
                                               "min_per_group")}
-
-    @classmethod
-    def field_names(cls) -> tuple[str, ...]:
-        return tuple(f.name for f in fields(cls))
 
 
 def available_memory() -> int | None:

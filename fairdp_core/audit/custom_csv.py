@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 
 from .custom import audit_model, load_model_spec
-from .custom_checks import MAX_CLASSES, AuditSettings
+from .custom_checks import MAX_CLASSES, AuditSettings, check_recipe
 from .custom_result import CustomAudit
 
 __all__ = ["audit_csv"]
@@ -116,8 +116,7 @@ def audit_csv(path: str | os.PathLike, settings: AuditSettings | None = None, *,
 
     path = Path(path)
     st = settings if settings is not None else AuditSettings()
-    if max_classes < 2:
-        raise ValueError(f"--max-classes {max_classes}: at least 2")
+    check_recipe(max_classes=max_classes)
     warn = on_warning or (lambda msg: warnings.warn(msg, UserWarning, stacklevel=3))
     df = read_user_csv(path)
     missing = [c for c in [label, group, *(slices or []), *(drop or [])] if c not in df.columns]

@@ -32,7 +32,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats as st
 
-from .custom_result import CustomAudit
+from .custom_result import CustomAudit, _roc
 from .inference import holm
 from .stats import tpr_at_fpr
 
@@ -155,8 +155,6 @@ def _as_audit(rows: list[dict], contrasts: pd.DataFrame, names: list, s_in, s_ou
               label: str, title: str, alpha: float, delta: tuple[float, float, float, float]) -> CustomAudit:
     """The one-model audit as the one result type: ``groups`` with the bank audit's columns first (``gpr_pp`` is the
     group's advantage), the pairs as ``summary["attacks"][attack]["contrasts"]``, the records and the ROC curves."""
-    from .custom_result import _roc
-
     index = {k: i for i, k in enumerate(names)}
     groups = pd.DataFrame(rows).rename(columns={"advantage_pp": "gpr_pp"})
     groups.insert(0, "attack", attack)

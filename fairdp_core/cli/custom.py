@@ -11,7 +11,7 @@ from ..config import RULE_NAMES
 
 def _cmd_audit_custom(args: argparse.Namespace) -> int:
     from ..atomic import check_output_dir
-    from ..audit.custom_checks import AuditSettings
+    from ..audit.custom_checks import AuditSettings, check_recipe
     from ..audit.custom_csv import audit_csv
 
     inter = []
@@ -20,8 +20,7 @@ def _cmd_audit_custom(args: argparse.Namespace) -> int:
         if len(parts) != 2:
             raise ValueError(f"--intersect {pair!r}: give two column names separated by a comma (e.g. sex,race)")
         inter.append(tuple(parts))
-    if args.max_classes < 2:
-        raise ValueError(f"--max-classes {args.max_classes}: at least 2")
+    check_recipe(max_classes=args.max_classes)
     settings = AuditSettings(  # before any work: the flags alone, one error naming the flag
         model=args.model, algorithm=args.algorithm, epsilon=args.epsilon, R=args.R, m=args.m, epochs=args.epochs,
         batch_size=args.batch_size, lr=args.lr, clip=args.clip, min_per_group=args.min_per_group, seed=args.seed,
@@ -139,9 +138,6 @@ def _cmd_audit_one(args: argparse.Namespace) -> int:
                                      alpha=args.alpha, n_null=args.n_null, min_per_group=args.min_per_group,
                                      seed=args.seed, label=attack_labels["loss"], title=f"{source} by {col}"), left)
 
-    def summary(r) -> dict:
-        return r.delta()
-
     def group_table(r) -> pd.DataFrame:  # the files' columns: the advantage of the one model's threshold
         t = r.table().drop(columns=["attack", "n_records"]).rename(columns={"gpr_pp": "advantage_pp"})
         first = ["group", "n_members", "n_nonmembers", "advantage_pp", "lo_pp", "hi_pp"]
@@ -152,7 +148,7 @@ def _cmd_audit_one(args: argparse.Namespace) -> int:
             suffix = "" if k == "loss" else f"_{k}"
             (tmp / f"groups{suffix}.csv").write_text(group_table(r).to_csv(index=False, float_format="%.6g"))
             (tmp / f"contrasts{suffix}.csv").write_text(r.contrasts().to_csv(index=False, float_format="%.6g"))
-        extra = {} if refs is None else {"rmia_offline": {**summary(results["rmia_offline"]), "a": args.rmia_a,
+        extra = {} if refs is None else {"rmia_offline": {**results["rmia_offline"].delta(), "a": args.rmia_a,
                                                           "references": int(refs.shape[0])}}
         if slices:
             rows = [group_table(r).assign(slice=col).rename(columns={"group": "value"}) for col, (r, _) in slices.items()
@@ -162,10 +158,10 @@ def _cmd_audit_one(args: argparse.Namespace) -> int:
                 (tmp / "slices.csv").write_text(t[["slice", *t.columns.drop("slice")]].to_csv(index=False,
                                                                                                float_format="%.6g"))
             none = dict.fromkeys(("delta_pp", "delta_lo", "delta_hi", "null_floor_pp"))  # not audited
-            extra["slices"] = {col: {**(summary(r) if r is not None else none), "left_out": left}
+            extra["slices"] = {col: {**(r.delta() if r is not None else none), "left_out": left}
                                for col, (r, left) in slices.items()}
         (tmp / "summary.json").write_text(json.dumps({
-            **summary(res), "alpha": res.summary["alpha"], "n_members": int(m.sum()), "n_nonmembers": int((~m).sum()),
+            **res.delta(), "alpha": res.summary["alpha"], "n_members": int(m.sum()), "n_nonmembers": int((~m).sum()),
             "score": score_col, "scores_file": source, **extra}, indent=1) + "\n")
 
     out = write_managed_dir(args.out, write, force=args.force, protect=inputs)

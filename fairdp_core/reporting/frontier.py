@@ -315,18 +315,32 @@ def _small_c_outcome(points: pd.DataFrame, cell: tuple, planned: set | None) -> 
             f"[{lo:+.2f}, {hi:+.2f}] (95%, {len(e)} seeds); predicted {SIGN_WORDS[want]}: <b>{_judge(want, got)}</b>")
 
 
-def _outcome(r: pd.Series) -> str:
-    """The hypothesis's prediction for this row and whether the measured verdict bears it out."""
+UNTESTABLE = (OUTSIDE, "too few seeds", "no disparity to remove")
+
+
+def _judged(r) -> tuple[int | None, str | None]:
+    """A row's predicted sign (None: no prediction) and its reading, cross-fitted: "not testable (<verdict>)", the
+    :func:`_judge` word, or None where the row has no cross-fitted category."""
     want = PREDICTIONS.get(r.rule, {}).get(r.dataset)
     if want is None:
+        return None, None
+    if r.verdict in UNTESTABLE:
+        return want, f"not testable ({r.verdict})"
+    got = SIGN.get(getattr(r, "category_cross_fit", None))
+    return want, None if got is None else _judge(want, got)
+
+
+def _outcome(r: pd.Series) -> str:
+    """The hypothesis's prediction for this row and whether the measured verdict bears it out."""
+    want, judged = _judged(r)
+    if want is None:
         return "—"
-    if r.verdict in (OUTSIDE, "too few seeds", "no disparity to remove"):
-        return f"predicted {SIGN_WORDS[want]}; not testable ({r.verdict})"
-    got = SIGN.get(r.category_cross_fit)
-    if got is None:
+    if judged is None:
         return f"predicted {SIGN_WORDS[want]}"
+    if r.verdict in UNTESTABLE:
+        return f"predicted {SIGN_WORDS[want]}; {judged}"
     note = "" if r.category_cross_fit == r.category_in_sample else f" (in-sample: {r.category_in_sample})"
-    return f"predicted {SIGN_WORDS[want]}: <b>{_judge(want, got)}</b>{note}"
+    return f"predicted {SIGN_WORDS[want]}: <b>{judged}</b>{note}"
 
 
 def _asked(r) -> str:
@@ -483,15 +497,10 @@ def frontier_section(points: pd.DataFrame, table: pd.DataFrame, cells: list[tupl
         f"<p>{html.escape(extra_line)}</p>{extra}</details>")
 
 
-def _extra_lr_outcome(r) -> str:
-    """One extra-lr row's prediction judged as the claims points' are (:func:`_outcome`)."""
-    want = PREDICTIONS.get(r.rule, {}).get(r.dataset)
-    got = SIGN.get(getattr(r, "category_cross_fit", None))
-    if want is None:
-        return "—"
-    if r.verdict in (OUTSIDE, "too few seeds", "no disparity to remove") or got is None:
-        return f"not testable ({r.verdict})"
-    return _judge(want, got)
+def _extra_lr_outcome(r) -> tuple[int | None, str]:
+    """One extra-lr row's predicted sign and its reading, judged as the claims points' are (:func:`_judged`)."""
+    want, judged = _judged(r)
+    return want, "—" if want is None else judged or f"not testable ({r.verdict})"
 
 
 def _extra_lr_rows(points: pd.DataFrame, planned: dict | None) -> tuple[str, str]:
@@ -503,8 +512,7 @@ def _extra_lr_rows(points: pd.DataFrame, planned: dict | None) -> tuple[str, str
         return "", "No rule has run at an extra lr yet."
     rows, judged = [], []
     for r in t.itertuples():
-        want = PREDICTIONS.get(r.rule, {}).get(r.dataset)
-        outcome = _extra_lr_outcome(r)
+        want, outcome = _extra_lr_outcome(r)
         judged.append(outcome.split(" (")[0])
         ci = {est: ("—" if not np.isfinite(getattr(r, f"effect_{est}")) else
                     f"{getattr(r, f'effect_{est}'):+.2f} [{getattr(r, f'lo_{est}'):+.2f}, {getattr(r, f'hi_{est}'):+.2f}]")
@@ -521,7 +529,7 @@ def _extra_lr_rows(points: pd.DataFrame, planned: dict | None) -> tuple[str, str
         counts = pd.Series(outcomes).value_counts()
         return ", ".join(f"{k} {counts[k]}" for k in order if k in counts)
 
-    plain = [_extra_lr_outcome(r).split(" (")[0] for r in extra_lr_table(points, planned=planned, family=1)
+    plain = [_extra_lr_outcome(r)[1].split(" (")[0] for r in extra_lr_table(points, planned=planned, family=1)
              .itertuples()]
     line = (f"At the rules' extra lrs the sign was predicted to stay as at the claims lr. Over {len(t)} rows, "
             f"cross-fitted, at the Bonferroni level over these {int(t.family.iloc[0])} rows (a family chosen after "
