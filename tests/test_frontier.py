@@ -332,17 +332,37 @@ def test_a_cell_in_progress_says_so():
     assert cell_progress(pd.DataFrame(), ("bank", "lr", 10.0)) == "not run yet"
 
 
-def test_the_first_screen_says_when_the_seed_rule_asked_for_more_seeds():
-    """The cell count on the index's first screen carries the seeds the verdicts rest on where the committed seed
-    rule asked for more (a departure from the design, said where the counts are read), and nothing where it did not."""
-    from fairdp_core.reporting.frontier import frontier_first_screen
+def test_the_first_screen_answers_at_equal_accuracy_with_its_seeds():
+    """The index's bold answer is the deciding rule at equal accuracy over the cells run: golden text, the cells named
+    where it lowers or raises Δ, the outside-range cells not counted as tested, and the seeds the verdicts rest on
+    where the committed seed rule asked for more (a departure from the design, said where the counts are read)."""
+    import html
+    import re
 
-    def table(asked):
-        return pd.DataFrame([{"rule": "dpsgd_s_paper", "axis": "accuracy", "verdict": "no change at equal accuracy",
-                              "seeds": 6, "seeds_asked_cross_fit": a, "seeds_asked_in_sample": np.nan} for a in asked])
+    from fairdp_core.reporting.frontier import frontier_answer
 
-    assert frontier_first_screen(table([16, 9]), 3).endswith(
-        "(2 of 3 cells run; 6 seeds; up to 16 asked)")
-    assert frontier_first_screen(table([16, 6]), 2).endswith("(1 of them at 6 seeds; up to 16 asked)")
-    assert frontier_first_screen(table([6, np.nan]), 2).endswith("no change 2")
-    assert frontier_first_screen(table([6]), 2).endswith("no change 1 (1 of 2 cells run)")
+    def table(asked, verdicts=None, seeds=None):
+        verdicts = verdicts or ["no change at equal accuracy"] * len(asked)
+        seeds = seeds or [6] * len(asked)
+        return pd.DataFrame([{"dataset": d, "model": "lr", "epsilon": 10.0, "rule": "dpsgd_s_paper",
+                              "axis": "accuracy", "verdict": v, "seeds": s, "seeds_asked_cross_fit": a,
+                              "seeds_asked_in_sample": np.nan}
+                             for d, a, v, s in zip(["bank", "adult", "law_paper", "compas"], asked, verdicts, seeds)])
+
+    def text(t, n):
+        return html.unescape(re.sub(r"<[^>]+>", "", frontier_answer(t, n)))
+
+    assert text(table([16, 9]), 3) == (
+        "Against DP-SGD at equal accuracy, not established in any cell (not evidence of no effect): the paper's rule "
+        "made DP lowers Δ in 0 of 2 cells, raises it in 0 and shows no detectable change in 2 (2 of 3 cells run; 6 "
+        "seeds; up to 16 asked).")
+    mixed = table([16, 16, 6, np.nan], ["lowers Δ at equal accuracy", "raises Δ at equal accuracy",
+                                        "no disparity to remove", "outside DP-SGD's range"], [16, 6, 6, 6])
+    assert text(mixed, 4) == (
+        "Against DP-SGD at equal accuracy, not in general: the paper's rule made DP lowers Δ in 1 of 3 cells (Bank "
+        "ε = 10), raises it in 1 (Adult ε = 10), shows no detectable change in 0, has nothing to remove in 1 and lies "
+        "outside DP-SGD's accuracy range in 1 (1 of them at 6 seeds; up to 16 asked).")
+    assert text(table([6, np.nan]), 2).endswith("shows no detectable change in 2.")
+    assert text(table([6]), 2).endswith("(1 of 2 cells run).")
+    assert text(table([16, 16], seeds=[6, 15]), 2).endswith("(6-15 seeds; up to 16 asked).")
+    assert text(pd.DataFrame(), 11) == "Against DP-SGD at equal accuracy: not yet decided, 0 of 11 cells run."

@@ -24,7 +24,8 @@ from ..audit.verdicts import (
 )
 from .results import DATASET_LABELS, MODEL_LABELS
 
-__all__ = ["CLAIMS_SOURCES", "RULE_NAMES", "claims_first_screen", "claims_frame", "expected_cells", "planned_rows"]
+__all__ = ["CLAIMS_SOURCES", "RULE_NAMES", "answer_lead", "cells_named", "claims_first_screen", "claims_frame", "expected_cells",
+           "planned_rows"]
 
 RULE_NAMES = {
     "dpsgd_s_paper": "The paper's rule made DP (dpsgd_s_paper, the arm that decides the paper's claim)",
@@ -201,34 +202,43 @@ FIRST_SCREEN_NAMES = {
 }
 
 
-def _answer(paper: pd.DataFrame, have: int, cells: int, missing: str = "") -> str:
+def cells_named(rows: pd.DataFrame) -> str:
+    """The cells of ``rows`` (dataset, model, epsilon) named for a sentence, one name per dataset and model with its
+    ε listed: "Bank ε = 10, 1; MNIST MLP ε = 10" (the model named where it is not LR)."""
+    eps: dict[str, list[str]] = {}
+    for r in rows.itertuples():
+        name = DATASET_LABELS.get(r.dataset, r.dataset) + ("" if r.model == "lr" else " "
+                                                           + MODEL_LABELS.get(r.model, r.model))
+        eps.setdefault(name, []).append(f"{r.epsilon:g}")
+    return "; ".join(f"{n} ε = {', '.join(e)}" for n, e in eps.items())
+
+
+def answer_lead(low: int, up: int, tested: int, none: int, cells: str = "like-for-like cell") -> str:
+    """The answer's first words from the deciding rule's counts over ``tested`` cells: ``low`` lowered Δ, ``up``
+    raised it, ``none`` had no disparity to remove (the same words for the same-lr and the equal-accuracy answer)."""
+    if up and low:
+        return "Not in general"
+    if up:
+        return "No"
+    if low == tested - none and low:
+        return "Yes, in every tested cell with a disparity to remove"
+    if low == 0:
+        return f"Not established in any {cells} (not evidence of no effect)"
+    return f"Only in {low} of {tested} {cells}s"
+
+
+def _answer(paper: pd.DataFrame, have: int, cells: int, missing: str = "", *, brief: bool = False) -> str:
     """The bold sentence: what the paper's rule made DP does to Δ over the tested cells, named; ``missing`` names
-    the cells short of seeds."""
+    the cells short of seeds. ``brief``: only the lead and the cells tested, where the rule lines that follow give
+    the counts (beside the equal-accuracy answer, within the first screen's words)."""
     v = paper.verdict.value_counts()
     low, up, same, dep, none = (int(v.get(k, 0)) for k in ("reproduced", "contradicted", "not detected",
                                                           "depends on the estimator", "no disparity to remove"))
     tested = low + up + same + dep + none
     if tested == 0:
         return "Not yet decided: no cell has a like-for-like test with enough seeds."
-    def name(ds: str, model: str) -> str:  # the model named where a dataset has two
-        return DATASET_LABELS.get(ds, ds) + ("" if model == "lr" else " " + MODEL_LABELS.get(model, model))
-
-    where = {}
-    for k in ("reproduced", "contradicted"):
-        eps: dict[str, list[str]] = {}  # one name per dataset and model, its ε listed: "Bank ε = 10, 1"
-        for r in paper[paper.verdict == k].itertuples():
-            eps.setdefault(name(r.dataset, r.model), []).append(f"{r.epsilon:g}")
-        where[k] = "; ".join(f"{n} ε = {', '.join(e)}" for n, e in eps.items())
-    if up and low:
-        lead = "Not in general"
-    elif up:
-        lead = "No"
-    elif low == tested - none and low:
-        lead = "Yes, in every tested cell with a disparity to remove"
-    elif low == 0:
-        lead = "Not established in any like-for-like cell (not evidence of no effect)"
-    else:
-        lead = f"Only in {low} of {tested} like-for-like cells"
+    where = {k: cells_named(paper[paper.verdict == k]) for k in ("reproduced", "contradicted")}
+    lead = answer_lead(low, up, tested, none)
     parts = [f"lowers Δ in {low}" + (f" ({where['reproduced']})" if low else ""),
              f"raises it in {up}" + (f" ({where['contradicted']})" if up else ""),
              f"shows no detectable change in {same}"]
@@ -241,8 +251,10 @@ def _answer(paper: pd.DataFrame, have: int, cells: int, missing: str = "") -> st
     prov = int((decided.seeds < decided.get("seeds_target", decided.seeds)).sum())
     notes = ([] if have == cells else [f"{missing} not complete" if missing else f"{have} of {cells} run"]) + (
         [f"{prov} provisional"] if prov else [])
-    return (f"{lead}: in {tested} like-for-like {'cell' if tested == 1 else 'cells'}"
-            + (f" ({'; '.join(notes)})" if notes else "") + ", the paper's rule made DP "
+    over = f"{tested} like-for-like {'cell' if tested == 1 else 'cells'}" + (f" ({'; '.join(notes)})" if notes else "")
+    if brief:
+        return f"{lead[0].lower() + lead[1:]} ({over}):"
+    return (f"{lead}: in {over}, the paper's rule made DP "
             + ", ".join(parts[:-1]) + f" and {parts[-1]}.")
 
 
@@ -252,13 +264,15 @@ def _rule_line(df: pd.DataFrame, rule: str) -> str:
     v = g.verdict.value_counts()
     # cells whose arms ran at different lrs (each tuned outside ε): a difference in Δ there may be the lr's
     own = g.verdict[(g.lr_rule != g.lr_dpsgd) & g.lr_rule.notna() & g.lr_dpsgd.notna()].value_counts()
-    counts = [f"{k} {int(v.get(key, 0))}" + (f" ({int(own[key])} own-lr)" if own.get(key, 0) else "")
+    counts = [f"{k} {int(v.get(key, 0))}"
               for k, key in (("lower", "reproduced"), ("higher", "contradicted"), ("no change", "not detected"),
                              ("estimator-dependent", "depends on the estimator"),
                              ("nothing to remove", "no disparity to remove"))
               if v.get(key, 0) or key in ("reproduced", "contradicted")]  # the others where they occur
     rest = [f"{int(v[key])} {k}" for k, key in (("not like-for-like", "not a like-for-like test"),
                                                 ("with too few seeds", "too few seeds")) if v.get(key, 0)]
+    mixed = int(own.sum())  # counted once per rule: the claims table marks which cells
+    rest = ([f"{mixed} own-lr"] if mixed else []) + rest
     return f"{FIRST_SCREEN_NAMES[rule]}: {', '.join(counts)}" + (f"; {', '.join(rest)}" if rest else "") + "."
 
 
@@ -287,7 +301,8 @@ def claims_first_screen(summaries_dir: Path, profile: Path, frame: tuple | None 
     """The question, the bold answer, one line per rule, and the paper's three quoted claims (``frame``:
     :func:`claims_frame`'s result, when the caller has it already). Short: it is the index's first screen
     (at most 250 words at 1,400 × 900 with the page's heading). ``equal_accuracy``: the answer at equal accuracy
-    over every planned cell (HTML, a clause of the quoted claims' caption); ``quoted_extra``: cell -> the paper
+    over every planned cell (HTML, one sentence): given, it is the bold answer and the same-lr one follows it in
+    plain text; ``quoted_extra``: cell -> the paper
     rule's verdict at equal accuracy, a column of the quoted claims' table."""
     df, summaries = frame or claims_frame(summaries_dir, profile)
     cells = expected_cells(profile)
@@ -319,12 +334,15 @@ def claims_first_screen(summaries_dir: Path, profile: Path, frame: tuple | None 
     missing = "" if len(gone) > 2 else ", ".join(
         _label(*c[:2]).replace(" · ", " ") + (f" ε = {c[2]:g}" if sum(d[:2] == c[:2] for d in cells) > 1 else "")
         for c in gone)
+    if equal_accuracy:
+        answer = (f"<p><b>{equal_accuracy}</b></p><p>Against DP-SGD at the same lr, "
+                  f"{html.escape(_answer(paper, len(have), len(cells), missing, brief=True))}</p>")
+    else:
+        answer = f"<p><b>{html.escape(_answer(paper, len(have), len(cells), missing))}</b></p>"
     return (
-        f"<div class='findings'>{question}<p><b>{html.escape(_answer(paper, len(have), len(cells), missing))}</b></p>"
-        f"<ul>{lines}</ul>"
+        f"<div class='findings'>{question}{answer}<ul>{lines}</ul>"
         "<table id='quoted-claims'><caption><a href='#claims'>Paper's claims</a>, ε = 10: Δ(rule) − Δ(DP-SGD), "
-        "in-sample, Bonferroni 95%"
-        f"{'; ' + equal_accuracy if equal_accuracy else ''}.</caption>"
+        "in-sample, Bonferroni 95%.</caption>"
         "<tr><th>cell</th><th>paper Δ (pp)</th><th>in-sample</th><th>same-lr verdict</th>"
         + ("" if quoted_extra is None else "<th>at equal accuracy</th>") + f"</tr>{''.join(rows)}</table></div>")
 

@@ -27,10 +27,11 @@ from ..audit.frontier import (
 )
 from ..audit.verdicts import ESTIMATORS, PAPER_QUOTED, RULE_ORDER
 from .claims import SHORT as _RULE_SHORT
+from .claims import answer_lead, cells_named
 from .results import DATASET_LABELS
 
 __all__ = ["FRONTIER_CLAIMS", "FRONTIER_DIR", "FRONTIER_MNIST_PROFILE", "FRONTIER_PROFILE", "FRONTIER_SOURCES",
-           "PREDICTIONS", "cell_progress", "frontier_cells", "frontier_figure", "frontier_first_screen",
+           "PREDICTIONS", "cell_progress", "frontier_answer", "frontier_cells", "frontier_figure",
            "frontier_frame", "frontier_quoted", "frontier_section", "planned_points", "write_frontier_csv"]
 
 FRONTIER_DIR = "reports/paper/frontier"
@@ -128,24 +129,43 @@ def cell_progress(points: pd.DataFrame, cell: tuple) -> str:
     return "not run yet" if n == 0 else f"in progress: {n} frontier runs stored, no seed complete yet"
 
 
-def frontier_first_screen(table: pd.DataFrame, n_cells: int) -> str:
-    """A clause for the index's first screen: the deciding rule's verdicts at equal accuracy, counted over the cells
-    run (the quoted claims' table names it for its cells), with the seeds they were decided at where the committed
-    seed rule asked for more."""
-    head = "<a href='#frontier'><b>at equal accuracy</b></a>, "
+def frontier_answer(table: pd.DataFrame, n_cells: int) -> str:
+    """The index's bold answer (HTML, one sentence): what the deciding rule does to Δ at equal accuracy over the
+    cells run, the cells named where it lowers or raises Δ, with the seeds the verdicts rest on where the committed
+    seed rule asked for more (a departure from the design, said where it is read)."""
+    head = "Against DP-SGD <a href='#frontier'>at equal accuracy</a>"
     done = _primary(table)
     done = done[done.verdict != "too few seeds"] if not done.empty else done
     if done.empty:
-        return head + f"0 of {n_cells} cells run"
-    counts = done.verdict.value_counts()
-    parts = [f"{COUNT_LABEL[v]} {counts[v]}" for v in COUNT_LABEL if v in counts]
+        return f"{head}: not yet decided, 0 of {n_cells} cells run."
+    n = done.verdict.value_counts()
+    low, up, same, dep, none, out = (int(n.get(v, 0)) for v in (
+        "lowers Δ at equal accuracy", "raises Δ at equal accuracy", "no change at equal accuracy",
+        "depends on the estimator", "no disparity to remove", OUTSIDE))
+    tested = low + up + same + dep + none
+
+    def named(k: int, verdict: str) -> str:
+        return f" ({html.escape(cells_named(done[done.verdict == verdict]))})" if k else ""
+
+    parts = [f"lowers Δ in {low} of {tested} cells" + named(low, "lowers Δ at equal accuracy"),
+             f"raises it in {up}" + named(up, "raises Δ at equal accuracy"),
+             f"shows no detectable change in {same}"]
+    if dep:
+        parts.append(f"depends on the estimator in {dep}")
+    if none:
+        parts.append(f"has nothing to remove in {none}")
+    if out:
+        parts.append(f"lies outside DP-SGD's accuracy range in {out}")
     asked = done[[c for c in ("seeds_asked_cross_fit", "seeds_asked_in_sample") if c in done]].max(axis=1)
     short = asked.notna() & (asked > done.seeds)
     notes = [] if len(done) == n_cells else [f"{len(done)} of {n_cells} cells run"]
-    if short.any():  # the first screen's word budget: the page's section says it in full
-        notes.append(("" if short.all() else f"{int(short.sum())} of them at ") + f"{int(done.seeds[short].min())} "
-                     f"seeds; up to {int(asked[short].max())} asked")
-    return head + ", ".join(parts) + (f" ({'; '.join(notes)})" if notes else "")
+    if short.any():
+        lo, hi = int(done.seeds[short].min()), int(done.seeds[short].max())
+        notes.append(("" if short.all() else f"{int(short.sum())} of them at ") + (f"{lo}" if lo == hi else f"{lo}-{hi}")
+                     + f" seeds; up to {int(asked[short].max())} asked")
+    lead = answer_lead(low, up, tested, none, cells="cell")
+    return (f"{head}, {lead[0].lower() + lead[1:]}: the paper's rule made DP {', '.join(parts[:-1])} and "
+            f"{parts[-1]}" + (f" ({'; '.join(notes)})" if notes else "") + ".")
 
 
 def frontier_quoted(table: pd.DataFrame) -> dict:

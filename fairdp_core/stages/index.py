@@ -26,9 +26,9 @@ def write_index(params):
         FRONTIER_CLAIMS,
         FRONTIER_SOURCES,
         cell_progress,
+        frontier_answer,
         frontier_cells,
         frontier_figure,
-        frontier_first_screen,
         frontier_frame,
         frontier_quoted,
         frontier_section,
@@ -54,7 +54,7 @@ def write_index(params):
     # the cells not run or in progress; the rest: "not planned"
     quoted = {c: cell_progress(points, c).split(":")[0] for c in cells} | frontier_quoted(table)
     first = (claims_first_screen(claims_dir, profile, frame=frame, quoted_extra=quoted,
-                                 equal_accuracy=frontier_first_screen(table, len(cells)))
+                                 equal_accuracy=frontier_answer(table, len(cells)))
              + claims_figure(frame, figures))
     sections = (claims_section(claims_dir, profile, frame=frame, robust_dir=params.resolve(ROBUSTNESS))
                 + frontier_section(points, table, cells, planned) + frontier_figure(points, cells, figures, planned))
