@@ -279,7 +279,7 @@ def test_the_ablation_is_read_at_its_own_point_and_judged_against_the_paper_rule
     """The ablation (fixed group bounds) has no claims run: its row reads its frontier-source point. Against the
     paper rule it is judged on the paired per-seed difference of their effects at equal accuracy: the same effect
     reads "same effect" (TOST within 20% of DP-SGD's Δ), 0.2 pp apart "differs", a noisy one "inconclusive"."""
-    from fairdp_core.reporting.frontier import _ablation_outcome
+    from fairdp_core.reporting.frontier_why import ablation_outcome
 
     df = _points(0.886, 50 * 0.006 - 0.2, noise=0.005)  # the paper rule lowers Δ by 0.2 pp at equal accuracy
 
@@ -297,12 +297,12 @@ def test_the_ablation_is_read_at_its_own_point_and_judged_against_the_paper_rule
     pts, row = with_ablation(0.0, 0.005)  # on the frontier: no change, and 0.2 pp above the rule's effect
     assert row.seeds == 8 and row.x_rule == pytest.approx(0.892)
     assert row.verdict == "no change at equal accuracy" and abs(row.effect_cross_fit) < 0.05
-    assert "<b>differs</b>" in _ablation_outcome(pts, row)
+    assert "<b>differs</b>" in ablation_outcome(pts, row)
     pts, row = with_ablation(-0.2, 0.005)  # the rule's effect exactly
     assert row.verdict == "lowers Δ at equal accuracy"
-    assert "<b>same effect" in _ablation_outcome(pts, row)
+    assert "<b>same effect" in ablation_outcome(pts, row)
     pts, row = with_ablation(-0.2, 0.5)  # the same mean, far noisier
-    assert "<b>inconclusive</b>" in _ablation_outcome(pts, row)
+    assert "<b>inconclusive</b>" in ablation_outcome(pts, row)
 
 
 def test_the_blinded_seed_rule_reads_spreads_only():

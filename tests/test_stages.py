@@ -438,7 +438,7 @@ REPORT_CODE = ["fairdp_core/reporting/pages.py", "fairdp_core/reporting/index.py
                "fairdp_core/reporting/plots_beyond.py", "fairdp_core/reporting/claims_page.py",
                "fairdp_core/reporting/helpers.py",
                "fairdp_core/reporting/checks.py", "fairdp_core/reporting/claims.py", "fairdp_core/reporting/frontier.py",
-               "fairdp_core/reporting/results.py", "fairdp_core/beyond/tables.py", "fairdp_core/synth/report.py",
+               "fairdp_core/reporting/frontier_why.py", "fairdp_core/reporting/results.py", "fairdp_core/beyond/tables.py", "fairdp_core/synth/report.py",
                "fairdp_core/stages/report.py", "fairdp_core/stages/index.py",
                *(f"notebooks/{p.name}" for p in sorted((ROOT / "notebooks").glob("*.py")))]
 

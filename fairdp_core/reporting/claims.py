@@ -24,8 +24,8 @@ from ..audit.verdicts import (
 )
 from .results import DATASET_LABELS, MODEL_LABELS
 
-__all__ = ["CLAIMS_SOURCES", "RULE_NAMES", "answer_lead", "cells_named", "claims_first_screen", "claims_frame", "expected_cells",
-           "planned_rows"]
+__all__ = ["CLAIMS_SOURCES", "RULE_NAMES", "answer_lead", "cells_named", "claims_first_screen", "claims_frame",
+           "expected_cells", "planned_rows"]
 
 RULE_NAMES = {
     "dpsgd_s_paper": "The paper's rule made DP (dpsgd_s_paper, the arm that decides the paper's claim)",
