@@ -283,3 +283,73 @@ def test_the_front_door_names_the_audits_the_rules_and_the_trainer():
     code = "import sys, fairdp_core; print(sorted(m for m in ('torch', 'pandas', 'opacus') if m in sys.modules))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]", out.stdout
+
+
+def _package_imports() -> dict[str, set[str]]:
+    """fairdp_core's modules (dotted names) -> the fairdp_core modules each imports anywhere in its file (module
+    level or inside a function), read from the source with ast (nothing is imported). ``from .x import y`` counts as
+    importing the module ``x.y`` where that is a file, else ``x``; the lazy front door (``fairdp_core`` itself) is
+    left out: it names every export and imports none of them until used."""
+    import ast
+
+    files = {}
+    for p in (ROOT / "fairdp_core").rglob("*.py"):
+        parts = p.relative_to(ROOT).with_suffix("").parts
+        files[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = p
+    graph: dict[str, set[str]] = {}
+    for name, path in files.items():
+        package = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
+        targets = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                targets |= {a.name for a in node.names}
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    up = package.split(".")[: len(package.split(".")) - node.level + 1]
+                    base = ".".join(up + ([base] if base else []))
+                targets |= {f"{base}.{a.name}" if f"{base}.{a.name}" in files else base for a in node.names}
+        graph[name] = set()
+        for t in targets:
+            while t not in files and "." in t:
+                t = t.rsplit(".", 1)[0]
+            if t in files and t not in (name, "fairdp_core"):
+                graph[name].add(t)
+    return graph
+
+
+def _cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    """One cycle of ``graph`` (a list of its nodes, the first repeated at the end), or None."""
+    state: dict[str, int] = {}  # 1: on the current path, 2: done
+    path: list[str] = []
+
+    def visit(n: str) -> list[str] | None:
+        state[n] = 1
+        path.append(n)
+        for m in sorted(graph.get(n, ())):
+            if state.get(m) == 1:
+                return path[path.index(m):] + [m]
+            if m not in state and (found := visit(m)):
+                return found
+        state[n] = 2
+        path.pop()
+        return None
+
+    for n in sorted(graph):
+        if n not in state and (found := visit(n)):
+            return found
+    return None
+
+
+def test_the_package_has_no_import_cycle_and_no_module_over_500_lines():
+    """The layout's two measurable promises (docs/library.md): no module imports, directly or through others, a
+    module that imports it back (function-level imports included), and none is over 500 lines. The checker is shown
+    to find a planted cycle."""
+    graph = _package_imports()
+    assert len(graph) > 100 and "fairdp_core.rules" in graph["fairdp_core.engine.trainer"]
+    assert _cycle(graph) is None, f"import cycle: {' -> '.join(_cycle(graph))}"
+    planted = {**graph, "fairdp_core.rules.base": graph["fairdp_core.rules.base"] | {"fairdp_core.engine.trainer"}}
+    assert _cycle(planted) is not None  # the trainer imports the rules: a rule importing the trainer closes a cycle
+    long = {str(p.relative_to(ROOT)): n for p in (ROOT / "fairdp_core").rglob("*.py")
+            if (n := len(p.read_text().splitlines())) > 500}
+    assert not long, f"modules over 500 lines: {long}"
