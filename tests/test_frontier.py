@@ -366,3 +366,28 @@ def test_the_first_screen_answers_at_equal_accuracy_with_its_seeds():
     assert text(table([6]), 2).endswith("(1 of 2 cells run).")
     assert text(table([16, 16], seeds=[6, 15]), 2).endswith("(6-15 seeds; up to 16 asked).")
     assert text(pd.DataFrame(), 11) == "Against DP-SGD at equal accuracy: not yet decided, 0 of 11 cells run."
+
+
+def test_a_rule_below_the_pooled_frontier_but_above_dpsgds_best_point_is_said_so():
+    """DP-SGD's frontier pools every operating point: a dominated one (C 1, as accurate as lr 1 at C 10 with Δ 2 pp
+    higher) lifts it. A rule at that accuracy with Δ 1.0 then lowers Δ at equal accuracy (against the pooled 1.5),
+    while DP-SGD at lr 1, C 10 is as accurate with Δ 0.5: the answer names the cell with that qualifier. The same
+    rule without the dominated point raises Δ and is not flagged."""
+    import html
+    import re
+
+    from fairdp_core.reporting.frontier import frontier_answer, pareto_beaten
+
+    cell = ("law_paper", "lr", 10.0)
+    pts = _points(0.890, 1.0, low_c=True)
+    table = frontier_table(pts)
+    assert table[table.axis == "accuracy"].iloc[0].verdict == "lowers Δ at equal accuracy"
+    assert pareto_beaten(pts, table) == {cell}
+    text = html.unescape(re.sub(r"<[^>]+>", "", frontier_answer(table, 1, pareto_beaten(pts, table))))
+    assert "lowers Δ in 1 of 1 cells (Law (paper's task) ε = 10, but a DP-SGD point as accurate has lower Δ still)" \
+        in text, text
+    plain = _points(0.890, 1.0)
+    assert pareto_beaten(plain, frontier_table(plain)) == set()
+    # the rule truly below DP-SGD's best point: lowers Δ and is not flagged
+    good = _points(0.890, 0.2)
+    assert pareto_beaten(good, frontier_table(good)) == set()

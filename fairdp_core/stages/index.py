@@ -32,6 +32,7 @@ def write_index(params):
         frontier_frame,
         frontier_quoted,
         frontier_section,
+        pareto_beaten,
         write_frontier_csv,
     )
     from ..reporting.index import build_index
@@ -54,7 +55,8 @@ def write_index(params):
     # the cells not run or in progress; the rest: "not planned"
     quoted = {c: cell_progress(points, c).split(":")[0] for c in cells} | frontier_quoted(table)
     first = (claims_first_screen(claims_dir, profile, frame=frame, quoted_extra=quoted,
-                                 equal_accuracy=frontier_answer(table, len(cells)))
+                                 equal_accuracy=frontier_answer(table, len(cells),
+                                                                 pareto_beaten(points, table, planned)))
              + claims_figure(frame, figures))
     sections = (claims_section(claims_dir, profile, frame=frame, robust_dir=params.resolve(ROBUSTNESS))
                 + frontier_section(points, table, cells, planned) + frontier_figure(points, cells, figures, planned))
