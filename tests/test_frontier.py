@@ -386,6 +386,10 @@ def test_a_rule_below_the_pooled_frontier_but_above_dpsgds_best_point_is_said_so
     text = html.unescape(re.sub(r"<[^>]+>", "", frontier_answer(table, 1, pareto_beaten(pts, table))))
     assert "lowers Δ in 1 of 1 cells (Law (paper's task) ε = 10, but a DP-SGD point as accurate has lower Δ still)" \
         in text, text
+    from fairdp_core.reporting.frontier import frontier_quoted
+
+    assert frontier_quoted(table, {cell}) == {cell: "lowers Δ; a DP-SGD point is lower"}
+    assert frontier_quoted(table) == {cell: "lowers Δ"}
     plain = _points(0.890, 1.0)
     assert pareto_beaten(plain, frontier_table(plain)) == set()
     # the rule truly below DP-SGD's best point: lowers Δ and is not flagged

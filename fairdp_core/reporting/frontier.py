@@ -176,9 +176,12 @@ def frontier_answer(table: pd.DataFrame, n_cells: int, beaten: set | None = None
             f"{parts[-1]}" + (f" ({'; '.join(notes)})" if notes else "") + ".")
 
 
-def frontier_quoted(table: pd.DataFrame) -> dict:
-    """cell -> the paper rule's verdict at equal accuracy (short), for the quoted claims' table."""
-    return {(r.dataset, r.model, r.epsilon): SHORT_VERDICT[r.verdict] for r in _primary(table).itertuples()}
+def frontier_quoted(table: pd.DataFrame, beaten: set | None = None) -> dict:
+    """cell -> the paper rule's verdict at equal accuracy (short), for the quoted claims' table; in the ``beaten``
+    cells (:func:`pareto_beaten`) with the DP-SGD point that is lower still."""
+    return {(r.dataset, r.model, r.epsilon): SHORT_VERDICT[r.verdict]
+            + ("; a DP-SGD point is lower" if (r.dataset, r.model, r.epsilon) in (beaten or set()) else "")
+            for r in _primary(table).itertuples()}
 
 
 def frontier_figure(points: pd.DataFrame, cells: list[tuple], figures_dir: Path, planned: dict | None = None) -> str:

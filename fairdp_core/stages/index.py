@@ -53,10 +53,10 @@ def write_index(params):
     figures = params.resolve("reports/figures") / "index"
     # the index first: it fails (before writing anything) when a run's results are missing
     # the cells not run or in progress; the rest: "not planned"
-    quoted = {c: cell_progress(points, c).split(":")[0] for c in cells} | frontier_quoted(table)
+    beaten = pareto_beaten(points, table, planned)
+    quoted = {c: cell_progress(points, c).split(":")[0] for c in cells} | frontier_quoted(table, beaten)
     first = (claims_first_screen(claims_dir, profile, frame=frame, quoted_extra=quoted,
-                                 equal_accuracy=frontier_answer(table, len(cells),
-                                                                 pareto_beaten(points, table, planned)))
+                                 equal_accuracy=frontier_answer(table, len(cells), beaten))
              + claims_figure(frame, figures))
     sections = (claims_section(claims_dir, profile, frame=frame, robust_dir=params.resolve(ROBUSTNESS))
                 + frontier_section(points, table, cells, planned) + frontier_figure(points, cells, figures, planned))
