@@ -204,11 +204,12 @@ FIRST_SCREEN_NAMES = {
 
 def cells_named(rows: pd.DataFrame) -> str:
     """The cells of ``rows`` (dataset, model, epsilon) named for a sentence, one name per dataset and model with its
-    ε listed: "Bank ε = 10, 1; MNIST MLP ε = 10" (the model named where it is not LR)."""
+    ε listed: "Bank ε = 10, 1; MNIST MLP ε = 10" (the model named where it is not LR; a label's parenthesis left
+    out: "Law", not "Law (paper's task)")."""
     eps: dict[str, list[str]] = {}
     for r in rows.itertuples():
-        name = DATASET_LABELS.get(r.dataset, r.dataset) + ("" if r.model == "lr" else " "
-                                                           + MODEL_LABELS.get(r.model, r.model))
+        name = DATASET_LABELS.get(r.dataset, r.dataset).split(" (")[0] + (
+            "" if r.model == "lr" else " " + MODEL_LABELS.get(r.model, r.model))
         eps.setdefault(name, []).append(f"{r.epsilon:g}")
     return "; ".join(f"{n} ε = {', '.join(e)}" for n, e in eps.items())
 

@@ -151,10 +151,8 @@ def frontier_answer(table: pd.DataFrame, n_cells: int, beaten: set | None = None
 
     lows = done[done.verdict == "lowers Δ at equal accuracy"]
     beat = lows[[(r.dataset, r.model, r.epsilon) in (beaten or set()) for r in lows.itertuples()]]
-    low_named = "; ".join(x for x in (cells_named(lows.drop(beat.index)), cells_named(beat)) if x)
-    if not beat.empty:
-        low_named += (", but there" if len(beat) == 1 and len(lows) > 1 else ", but" if len(beat) == 1 else
-                      f", but in the last {len(beat)}") + " a DP-SGD point as accurate has lower Δ still"
+    low_named = "; ".join([cells_named(lows.drop(beat.index))] * (len(beat) < len(lows))
+                          + [cells_named(beat.loc[[i]]) + ", not below DP-SGD's best point" for i in beat.index])
     parts = [f"lowers Δ in {low} of {tested} cells" + (f" ({html.escape(low_named)})" if low else ""),
              f"raises it in {up}" + named(up, "raises Δ at equal accuracy"),
              f"shows no detectable change in {same}"]
