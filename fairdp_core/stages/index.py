@@ -30,9 +30,9 @@ def write_index(params):
         frontier_cells,
         frontier_figure,
         frontier_frame,
+        frontier_only,
         frontier_quoted,
         frontier_section,
-        pareto_beaten,
         write_frontier_csv,
     )
     from ..reporting.index import build_index
@@ -53,10 +53,10 @@ def write_index(params):
     figures = params.resolve("reports/figures") / "index"
     # the index first: it fails (before writing anything) when a run's results are missing
     # the cells not run or in progress; the rest: "not planned"
-    beaten = pareto_beaten(points, table, planned)
-    quoted = {c: cell_progress(points, c).split(":")[0] for c in cells} | frontier_quoted(table, beaten)
+    flagged = frontier_only(points, table, planned)
+    quoted = {c: cell_progress(points, c).split(":")[0] for c in cells} | frontier_quoted(table, flagged)
     first = (claims_first_screen(claims_dir, profile, frame=frame, quoted_extra=quoted,
-                                 equal_accuracy=frontier_answer(table, len(cells), beaten))
+                                 equal_accuracy=frontier_answer(table, len(cells), flagged))
              + claims_figure(frame, figures))
     sections = (claims_section(claims_dir, profile, frame=frame, robust_dir=params.resolve(ROBUSTNESS))
                 + frontier_section(points, table, cells, planned) + frontier_figure(points, cells, figures, planned))
