@@ -376,7 +376,7 @@ def test_the_answer_when_nothing_is_detected():
             "1 provisional), the paper's rule made DP lowers Δ in 0, raises it in 0 and shows no detectable change in "
             "1.") in page
     assert "Paper's algorithm as published" not in page  # only the rules that ran get a line
-    assert "Paper's rule made DP (dpsgd_s_paper, decides the claim): lower 0, higher 0, no change 1" in page
+    assert "Paper's rule made DP (decides the claim): lower 0, higher 0, no change 1" in page
 
 
 def test_the_family_and_seed_caps_are_the_campaign_profiles_plan(tmp_path):

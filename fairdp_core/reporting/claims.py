@@ -196,9 +196,9 @@ def _paper_sized(r) -> str:
 # The three rules, named once on the first screen: which is the paper's algorithm as published, which decides the
 # claim, which is this study's reading (issue text, fixed for every page)
 FIRST_SCREEN_NAMES = {
-    "dpsgd_s_paper": "<b>Paper's rule made DP</b> (<code>dpsgd_s_paper</code>, decides the claim)",
-    "dpsgd_s_paper_code": "<b>Paper's algorithm as published</b> (<code>dpsgd_s_paper_code</code>, not DP)",
-    "dpsgd_s": "<b>This study's quantile reading</b> (<code>dpsgd_s</code>)",
+    "dpsgd_s_paper": "<b title='dpsgd_s_paper'>Paper's rule made DP</b> (decides the claim)",
+    "dpsgd_s_paper_code": "<b title='dpsgd_s_paper_code'>Paper's algorithm as published</b> (not DP)",
+    "dpsgd_s": "<b title='dpsgd_s'>This study's quantile reading</b>",
 }
 
 
@@ -336,7 +336,7 @@ def claims_first_screen(summaries_dir: Path, profile: Path, frame: tuple | None 
         _label(*c[:2]).replace(" · ", " ") + (f" ε = {c[2]:g}" if sum(d[:2] == c[:2] for d in cells) > 1 else "")
         for c in gone)
     if equal_accuracy:
-        answer = (f"<p><b>{equal_accuracy}</b></p><p>Against DP-SGD at the same lr, "
+        answer = (f"<p><b>{equal_accuracy}</b></p><p>At the same lr, "
                   f"{html.escape(_answer(paper, len(have), len(cells), missing, brief=True))}</p>")
     else:
         answer = f"<p><b>{html.escape(_answer(paper, len(have), len(cells), missing))}</b></p>"
