@@ -355,16 +355,16 @@ def test_the_first_screen_answers_at_equal_accuracy_with_its_seeds():
     assert text(table([16, 9]), 3) == (
         "At equal accuracy, not established in any cell (not evidence of no effect): the paper's rule "
         "made DP lowers Δ in 0 of 2 cells, raises it in 0 and shows no detectable change in 2 (2 of 3 cells run; 6 "
-        "seeds; up to 16 asked).")
+        "seeds; 16 asked).")
     mixed = table([16, 16, 6, np.nan], ["lowers Δ at equal accuracy", "raises Δ at equal accuracy",
                                         "no disparity to remove", "outside DP-SGD's range"], [16, 6, 6, 6])
     assert text(mixed, 4) == (
         "At equal accuracy, not in general: the paper's rule made DP lowers Δ in 1 of 3 cells (Bank "
         "ε = 10), raises it in 1 (Adult ε = 10), shows no detectable change in 0, has nothing to remove in 1 and lies "
-        "outside DP-SGD's accuracy range in 1 (1 of them at 6 seeds; up to 16 asked).")
+        "outside DP-SGD's accuracy range in 1 (1 of them at 6 seeds; 16 asked).")
     assert text(table([6, np.nan]), 2).endswith("shows no detectable change in 2.")
     assert text(table([6]), 2).endswith("(1 of 2 cells run).")
-    assert text(table([16, 16], seeds=[6, 15]), 2).endswith("(6-15 seeds; up to 16 asked).")
+    assert text(table([16, 16], seeds=[6, 15]), 2).endswith("(6-15 seeds; 16 asked).")
     assert text(pd.DataFrame(), 11) == "At equal accuracy: not yet decided, 0 of 11 cells run."
 
 
@@ -391,7 +391,7 @@ def test_a_rule_below_the_pooled_frontier_but_above_dpsgds_best_point_is_said_so
                     "DP lowers Δ in 0 of 1 cells and in 1 more only against DP-SGD's pooled frontier (Law ε = 10), "
                     "raises it in 0 and shows no detectable change in 0."), text
     assert "title='not its C0 path or best point'" in frontier_answer(table, 1, flagged)
-    assert frontier_quoted(table, flagged) == {cell: "lowers Δ, pooled frontier only"}
+    assert frontier_quoted(table, flagged) == {cell: "pooled frontier only"}
     assert frontier_quoted(table) == {cell: "lowers Δ"}
     plain = _points(0.890, 1.0)  # no dominated point: the rule raises Δ, nothing to qualify
     assert frontier_only(plain, frontier_table(plain)) == {}

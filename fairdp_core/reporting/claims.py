@@ -263,8 +263,7 @@ def _rule_line(df: pd.DataFrame, rule: str) -> str:
     """One short line per rule: its verdict counts over the cells run."""
     g = df[df.rule == rule]
     v = g.verdict.value_counts()
-    # cells whose arms ran at different lrs (each tuned outside ε): a difference in Δ there may be the lr's
-    own = g.verdict[(g.lr_rule != g.lr_dpsgd) & g.lr_rule.notna() & g.lr_dpsgd.notna()].value_counts()
+    # (cells whose arms ran at different lrs, each tuned outside ε, are marked in the claims table, not here)
     counts = [f"{k} {int(v.get(key, 0))}"
               for k, key in (("lower", "reproduced"), ("higher", "contradicted"), ("no change", "not detected"),
                              ("estimator-dependent", "depends on the estimator"),
@@ -272,8 +271,6 @@ def _rule_line(df: pd.DataFrame, rule: str) -> str:
               if v.get(key, 0) or key in ("reproduced", "contradicted")]  # the others where they occur
     rest = [f"{int(v[key])} {k}" for k, key in (("not like-for-like", "not a like-for-like test"),
                                                 ("with too few seeds", "too few seeds")) if v.get(key, 0)]
-    mixed = int(own.sum())  # counted once per rule: the claims table marks which cells
-    rest = ([f"{mixed} own-lr"] if mixed else []) + rest
     return f"{FIRST_SCREEN_NAMES[rule]}: {', '.join(counts)}" + (f"; {', '.join(rest)}" if rest else "") + "."
 
 

@@ -141,8 +141,9 @@ def frontier_answer(table: pd.DataFrame, n_cells: int, flagged: dict | None = No
     """The index's bold answer (HTML, one sentence): what the deciding rule does to Δ at equal accuracy over the
     cells run, the cells named where it lowers or raises Δ. ``flagged`` (:func:`frontier_only`): the cells where it
     lowers Δ only against DP-SGD's pooled frontier, counted and named apart (what says otherwise on hover; the
-    section's table gives every reading), and not counted as lowering Δ in the answer's first words. Then the seeds the verdicts rest on where the committed seed
-    rule asked for more (a departure from the design, said where it is read)."""
+    section's table gives every reading), and not counted as lowering Δ in the answer's first words. Then the
+    seeds the verdicts rest on where the committed seed rule asked for more (a departure from the design, said
+    where it is read)."""
     head = "<a href='#frontier'>At equal accuracy</a>"
     done = _primary(table)
     done = done[done.verdict != "too few seeds"] if not done.empty else done
@@ -162,9 +163,10 @@ def frontier_answer(table: pd.DataFrame, n_cells: int, flagged: dict | None = No
 
     parts = [f"lowers Δ in {low} of {tested} cells" + named(low, "lowers Δ at equal accuracy")]
     if len(only):  # what says otherwise on hover: the section's table gives both readings
-        parts[0] += f" and in {len(only)} more only against DP-SGD's pooled frontier (" + "; ".join(
+        parts[0] += f" and in {len(only)} more only against DP-SGD's pooled frontier " + "; ".join(
             f"<span title='{html.escape(flagged[(r.dataset, r.model, r.epsilon)], quote=True)}'>"
-            f"{html.escape(cells_named(only.loc[[i]]))}</span>" for i, r in zip(only.index, only.itertuples())) + ")"
+            + ("(" if k == 0 else "") + html.escape(cells_named(only.loc[[i]])) + (")" if k == len(only) - 1 else "")
+            + "</span>" for k, (i, r) in enumerate(zip(only.index, only.itertuples())))
     parts += [f"raises it in {up}" + named(up, "raises Δ at equal accuracy"),
               f"shows no detectable change in {same}"]
     if dep:
@@ -179,7 +181,7 @@ def frontier_answer(table: pd.DataFrame, n_cells: int, flagged: dict | None = No
     if short.any():
         lo, hi = int(done.seeds[short].min()), int(done.seeds[short].max())
         notes.append(("" if short.all() else f"{int(short.sum())} of them at ") + (f"{lo}" if lo == hi else f"{lo}-{hi}")
-                     + f" seeds; up to {int(asked[short].max())} asked")
+                     + f" seeds; {int(asked[short].max())} asked")
     lead = answer_lead(low, up, tested, none, cells="cell")
     return (f"{head}, {lead[0].lower() + lead[1:]}: the paper's rule made DP {', '.join(parts[:-1])} and "
             f"{parts[-1]}" + (f" ({'; '.join(notes)})" if notes else "") + ".")
@@ -189,7 +191,7 @@ def frontier_quoted(table: pd.DataFrame, flagged: dict | None = None) -> dict:
     """cell -> the paper rule's verdict at equal accuracy (short), for the quoted claims' table; in the ``flagged``
     cells (:func:`frontier_only`) said as the answer says it."""
     return {(r.dataset, r.model, r.epsilon): SHORT_VERDICT[r.verdict]
-            + (", pooled frontier only" if (r.dataset, r.model, r.epsilon) in (flagged or {}) else "")
+            if (r.dataset, r.model, r.epsilon) not in (flagged or {}) else "pooled frontier only"
             for r in _primary(table).itertuples()}
 
 
