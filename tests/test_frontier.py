@@ -392,6 +392,11 @@ def test_a_rule_below_the_pooled_frontier_but_above_dpsgds_best_point_is_said_so
                     "raises it in 0 and shows no detectable change in 0."), text
     assert "title='not its C0 path or best point'" in frontier_answer(table, 1, flagged)
     assert frontier_quoted(table, flagged) == {cell: "pooled frontier only"}
+    from fairdp_core.reporting.frontier import frontier_section
+
+    section = html.unescape(re.sub(r"<[^>]+>", "", frontier_section(pts, table, [cell], None, flagged)))
+    assert "counts apart those against DP-SGD's pooled frontier only" in section
+    assert "Law ε = 10, not its C0 path or best point." in section
     assert frontier_quoted(table) == {cell: "lowers Δ"}
     plain = _points(0.890, 1.0)  # no dominated point: the rule raises Δ, nothing to qualify
     assert frontier_only(plain, frontier_table(plain)) == {}

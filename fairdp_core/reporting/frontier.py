@@ -137,6 +137,10 @@ def frontier_only(points: pd.DataFrame, table: pd.DataFrame, planned: dict | Non
     return out
 
 
+def _cell_name(cell: tuple) -> str:
+    return cells_named(pd.DataFrame([dict(zip(("dataset", "model", "epsilon"), cell))]))
+
+
 def frontier_answer(table: pd.DataFrame, n_cells: int, flagged: dict | None = None) -> str:
     """The index's bold answer (HTML, one sentence): what the deciding rule does to Δ at equal accuracy over the
     cells run, the cells named where it lowers or raises Δ. ``flagged`` (:func:`frontier_only`): the cells where it
@@ -290,8 +294,8 @@ def _asked(r) -> str:
     return f"<div class='small'>the seed rule asks {max(asked)}</div>" if asked and max(asked) > r.seeds else ""
 
 
-def frontier_section(points: pd.DataFrame, table: pd.DataFrame, cells: list[tuple], planned: dict | None = None
-                     ) -> str:
+def frontier_section(points: pd.DataFrame, table: pd.DataFrame, cells: list[tuple], planned: dict | None = None,
+                     flagged: dict | None = None) -> str:
     """The equal-accuracy section: what it measures, the table (same lr beside equal accuracy, both estimators,
     both accuracy axes), the Pareto reading, the mechanism table and the hypothesis's outcome."""
     head = "<h2 id='frontier'>Δ at equal accuracy: each rule against DP-SGD's own frontier</h2>"
@@ -370,7 +374,11 @@ def frontier_section(points: pd.DataFrame, table: pd.DataFrame, cells: list[tupl
         head + f"<p>{n_done} of {len(cells)} planned cells complete" + (f" ({', '.join(running)} under way)"
                                                                        if running else "")
         + f". At equal accuracy (test accuracy, cross-fitted and in-sample agreeing, Bonferroni over {FAMILY}): "
-        f"{html.escape(summary)}. Numbers, mechanism and predictions are folded below.</p>"
+        f"{html.escape(summary)}." + ("" if not flagged else html.escape(
+            " Of the paper's rule's lower verdicts, the first screen counts apart those against DP-SGD's pooled "
+            "frontier only (its C0-only reading or a DP-SGD point as accurate says otherwise): "
+            + "; ".join(f"{_cell_name(c)}, {why}" for c, why in flagged.items()) + "."))
+        + " Numbers, mechanism and predictions are folded below.</p>"
         "<details><summary>How Δ at equal accuracy is measured</summary>" + intro + "</details>"
         f"<details><summary>Cell by cell: {len(rows)} rows</summary>"
         "<table><caption>Each rule at its claims point, and the ablation (DP-SGD with fixed group bounds C0·min(2, "
