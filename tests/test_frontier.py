@@ -354,17 +354,17 @@ def test_the_first_screen_answers_at_equal_accuracy_with_its_seeds():
 
     assert text(table([16, 9]), 3) == (
         "At equal accuracy, not established in any cell (not evidence of no effect): the paper's rule "
-        "made DP lowers Δ in 0 of 2 cells, raises it in 0 and shows no detectable change in 2 (2 of 3 cells run; 6 "
-        "seeds; 16 asked).")
+        "made DP lowers Δ in 0 of 2 cells, raises it in 0 and shows no detectable change in 2 (2 of 3 cells run; all "
+        "still at 6 seeds).")
     mixed = table([16, 16, 6, np.nan], ["lowers Δ at equal accuracy", "raises Δ at equal accuracy",
                                         "no disparity to remove", "outside DP-SGD's range"], [16, 6, 6, 6])
     assert text(mixed, 4) == (
         "At equal accuracy, not in general: the paper's rule made DP lowers Δ in 1 of 3 cells (Bank "
         "ε = 10), raises it in 1 (Adult ε = 10), shows no detectable change in 0, has nothing to remove in 1 and lies "
-        "outside DP-SGD's accuracy range in 1 (1 of them at 6 seeds; 16 asked).")
+        "outside DP-SGD's accuracy range in 1 (1 cell still at 6 seeds).")
     assert text(table([6, np.nan]), 2).endswith("shows no detectable change in 2.")
     assert text(table([6]), 2).endswith("(1 of 2 cells run).")
-    assert text(table([16, 16], seeds=[6, 15]), 2).endswith("(6-15 seeds; 16 asked).")
+    assert text(table([16, 16], seeds=[6, 15]), 2).endswith("(all still at 6-15 seeds).")
     assert text(pd.DataFrame(), 11) == "At equal accuracy: not yet decided, 0 of 11 cells run."
 
 
@@ -391,7 +391,7 @@ def test_a_rule_below_the_pooled_frontier_but_above_dpsgds_best_point_is_said_so
                     "DP lowers Δ in 0 of 1 cells and in 1 more only against DP-SGD's pooled frontier (Law ε = 10), "
                     "raises it in 0 and shows no detectable change in 0."), text
     assert "title='not its C0 path or best point'" in frontier_answer(table, 1, flagged)
-    assert frontier_quoted(table, flagged) == {cell: "pooled frontier only"}
+    assert frontier_quoted(table, flagged) == {cell: "lowers vs pooled frontier, raises vs C0 path"}
     from fairdp_core.reporting.frontier import frontier_section
 
     section = html.unescape(re.sub(r"<[^>]+>", "", frontier_section(pts, table, [cell], None, flagged)))
@@ -404,4 +404,6 @@ def test_a_rule_below_the_pooled_frontier_but_above_dpsgds_best_point_is_said_so
     assert frontier_only(good, frontier_table(good)) == {}
     # Δ 0.55, just above DP-SGD's lr-1 point (0.5): the best point is lower, the C0 path cannot tell (no change)
     mid = _points(0.890, 0.55, low_c=True)
-    assert frontier_only(mid, frontier_table(mid)) == {cell: "not its best point"}
+    mid_table = frontier_table(mid)
+    assert frontier_only(mid, mid_table) == {cell: "not its best point"}
+    assert frontier_quoted(mid_table, frontier_only(mid, mid_table)) == {cell: "lowers vs pooled frontier, not vs best point"}

@@ -230,8 +230,8 @@ def answer_lead(low: int, up: int, tested: int, none: int, cells: str = "like-fo
 
 def _answer(paper: pd.DataFrame, have: int, cells: int, missing: str = "", *, brief: bool = False) -> str:
     """The bold sentence: what the paper's rule made DP does to Δ over the tested cells, named; ``missing`` names
-    the cells short of seeds. ``brief``: only the lead and the cells tested, where the rule lines that follow give
-    the counts (beside the equal-accuracy answer, within the first screen's words)."""
+    the cells short of seeds. ``brief``: only the cells tested, where the rule lines that follow give
+    the counts (beside the equal-accuracy answer, within the first screen's words): only the cells tested."""
     v = paper.verdict.value_counts()
     low, up, same, dep, none = (int(v.get(k, 0)) for k in ("reproduced", "contradicted", "not detected",
                                                           "depends on the estimator", "no disparity to remove"))
@@ -254,7 +254,7 @@ def _answer(paper: pd.DataFrame, have: int, cells: int, missing: str = "", *, br
         [f"{prov} provisional"] if prov else [])
     over = f"{tested} like-for-like {'cell' if tested == 1 else 'cells'}" + (f" ({'; '.join(notes)})" if notes else "")
     if brief:
-        return f"{lead[0].lower() + lead[1:]} ({over}):"
+        return f"({over}):"
     return (f"{lead}: in {over}, the paper's rule made DP "
             + ", ".join(parts[:-1]) + f" and {parts[-1]}.")
 
@@ -333,7 +333,7 @@ def claims_first_screen(summaries_dir: Path, profile: Path, frame: tuple | None 
         _label(*c[:2]).replace(" · ", " ") + (f" ε = {c[2]:g}" if sum(d[:2] == c[:2] for d in cells) > 1 else "")
         for c in gone)
     if equal_accuracy:
-        answer = (f"<p><b>{equal_accuracy}</b></p><p>At the same lr, "
+        answer = (f"<p><b>{equal_accuracy}</b></p><p>At the same lr "
                   f"{html.escape(_answer(paper, len(have), len(cells), missing, brief=True))}</p>")
     else:
         answer = f"<p><b>{html.escape(_answer(paper, len(have), len(cells), missing))}</b></p>"

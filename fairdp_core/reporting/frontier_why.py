@@ -173,8 +173,8 @@ def ablation_outcome(points: pd.DataFrame, r, planned: dict | None = None) -> st
             "same effect (equivalent within the margin)" if -margin <= m - h90 and m + h90 <= margin else
             "inconclusive")
     return (f"ablation − paper rule, per seed at equal accuracy: {fmt_pp(m)} [{fmt_pp(m - h95)}, "
-            f"{fmt_pp(m + h95)}] pp (95%, {n} seeds); equivalence margin ±{margin:.2f} pp (20% of DP-SGD's Δ there), "
-            f"90% interval [{fmt_pp(m - h90)}, {fmt_pp(m + h90)}]: <b>{word}</b>")
+            f"{fmt_pp(m + h95)}] pp (95%, {n} seeds); equivalence margin ±{margin:.2f} pp (20% of DP-SGD's "
+            f"pooled-frontier Δ there), 90% interval [{fmt_pp(m - h90)}, {fmt_pp(m + h90)}]: <b>{word}</b>")
 
 
 def extra_lr_outcome(r) -> tuple[int | None, str]:
