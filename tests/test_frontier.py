@@ -395,8 +395,8 @@ def test_a_rule_below_the_pooled_frontier_but_above_dpsgds_best_point_is_said_so
     from fairdp_core.reporting.frontier import frontier_section
 
     section = html.unescape(re.sub(r"<[^>]+>", "", frontier_section(pts, table, [cell], None, flagged)))
-    assert "counts apart those against DP-SGD's pooled frontier only" in section
-    assert "Law ε = 10, not its C0 path or best point." in section
+    assert "counts apart the paper rule's lower verdicts against DP-SGD's pooled frontier only: Law ε = 10 (not its " \
+        "C0 path or best point)." in section
     assert frontier_quoted(table) == {cell: "lowers Δ"}
     plain = _points(0.890, 1.0)  # no dominated point: the rule raises Δ, nothing to qualify
     assert frontier_only(plain, frontier_table(plain)) == {}

@@ -333,7 +333,7 @@ def claims_first_screen(summaries_dir: Path, profile: Path, frame: tuple | None 
         _label(*c[:2]).replace(" · ", " ") + (f" ε = {c[2]:g}" if sum(d[:2] == c[:2] for d in cells) > 1 else "")
         for c in gone)
     if equal_accuracy:
-        answer = (f"<p><b>{equal_accuracy}</b></p><p>At the same lr "
+        answer = (f"<p><b>{equal_accuracy}</b> At the same lr "
                   f"{html.escape(_answer(paper, len(have), len(cells), missing, brief=True))}</p>")
     else:
         answer = f"<p><b>{html.escape(_answer(paper, len(have), len(cells), missing))}</b></p>"

@@ -378,10 +378,8 @@ def frontier_section(points: pd.DataFrame, table: pd.DataFrame, cells: list[tupl
                                                                        if running else "")
         + f". At equal accuracy (test accuracy, cross-fitted and in-sample agreeing, Bonferroni over {FAMILY}): "
         f"{html.escape(summary)}." + ("" if not flagged else html.escape(
-            " Of the paper's rule's lower verdicts, the first screen counts apart those against DP-SGD's pooled "
-            "frontier only, where another reading says the opposite (its C0-only reading has the rule raise Δ, or a "
-            "DP-SGD point as accurate has a lower Δ): "
-            + "; ".join(f"{_cell_name(c)}, {why}" for c, why in flagged.items()) + "."))
+            " The first screen counts apart the paper rule's lower verdicts against DP-SGD's pooled frontier only: "
+            + "; ".join(f"{_cell_name(c)} ({why})" for c, why in flagged.items()) + "."))
         + " Numbers, mechanism and predictions are folded below.</p>"
         "<details><summary>How Δ at equal accuracy is measured</summary>" + intro + "</details>"
         f"<details><summary>Cell by cell: {len(rows)} rows</summary>"
