@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import os
 import shutil
 from pathlib import Path
@@ -10,6 +11,38 @@ import pytest
 import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
+
+
+def module_file(mod: str) -> Path | None:
+    """The file of a dotted module name of this repository (``a.b`` -> a/b.py or a/b/__init__.py), or None."""
+    rel = Path(*mod.split("."))
+    for p in (ROOT / rel.with_suffix(".py"), ROOT / rel / "__init__.py"):
+        if p.is_file():
+            return p
+    return None
+
+
+def fairdp_imports(path: Path, package: str) -> set[str]:
+    """Absolute names of the fairdp_core modules ``path`` imports anywhere (module level or inside functions)."""
+    tree = ast.parse(path.read_text())
+    out = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            out |= {a.name for a in node.names if a.name.startswith("fairdp_core")}
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")
+                base = base[: len(base) - node.level + 1]
+                mod = ".".join(base + ([node.module] if node.module else []))
+            else:
+                mod = node.module or ""
+            if not mod.startswith("fairdp_core"):
+                continue
+            out.add(mod)
+            for a in node.names:  # "from .stages import plan": plan may be a submodule
+                if module_file(f"{mod}.{a.name}"):
+                    out.add(f"{mod}.{a.name}")
+    return out
 
 
 def mirror_dir() -> Path:

@@ -13,7 +13,7 @@ except ModuleNotFoundError:  # Python 3.10
 import pytest
 import yaml
 
-from .conftest import ROOT
+from .conftest import ROOT, fairdp_imports, module_file
 
 MODULES = ["fairdp_core", "fairdp_core.config", "fairdp_core.data", "fairdp_core.data.base",
            "fairdp_core.data.sources", "fairdp_core.data.loaders", "fairdp_core.cli", "fairdp_core.models",
@@ -287,34 +287,16 @@ def test_the_front_door_names_the_audits_the_rules_and_the_trainer():
 
 def _package_imports() -> dict[str, set[str]]:
     """fairdp_core's modules (dotted names) -> the fairdp_core modules each imports anywhere in its file (module
-    level or inside a function), read from the source with ast (nothing is imported). ``from .x import y`` counts as
-    importing the module ``x.y`` where that is a file, else ``x``; the lazy front door (``fairdp_core`` itself) is
-    left out: it names every export and imports none of them until used."""
-    import ast
-
-    files = {}
+    level or inside a function; :func:`tests.conftest.fairdp_imports`, as the stage-deps tests read them). The lazy
+    front door (``fairdp_core`` itself) is left out: it names every export and imports none of them until used. A
+    registry's discovery (``importlib.import_module`` over rules/, audit/mia/, data/sets/) draws no edge: a cycle
+    that closes only through it is not seen here."""
+    graph = {}
     for p in (ROOT / "fairdp_core").rglob("*.py"):
         parts = p.relative_to(ROOT).with_suffix("").parts
-        files[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = p
-    graph: dict[str, set[str]] = {}
-    for name, path in files.items():
-        package = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
-        targets = set()
-        for node in ast.walk(ast.parse(path.read_text())):
-            if isinstance(node, ast.Import):
-                targets |= {a.name for a in node.names}
-            elif isinstance(node, ast.ImportFrom):
-                base = node.module or ""
-                if node.level:
-                    up = package.split(".")[: len(package.split(".")) - node.level + 1]
-                    base = ".".join(up + ([base] if base else []))
-                targets |= {f"{base}.{a.name}" if f"{base}.{a.name}" in files else base for a in node.names}
-        graph[name] = set()
-        for t in targets:
-            while t not in files and "." in t:
-                t = t.rsplit(".", 1)[0]
-            if t in files and t not in (name, "fairdp_core"):
-                graph[name].add(t)
+        name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+        package = name if p.name == "__init__.py" else name.rsplit(".", 1)[0]
+        graph[name] = {m for m in fairdp_imports(p, package) if m not in (name, "fairdp_core") and module_file(m)}
     return graph
 
 

@@ -9,7 +9,6 @@ stages, which share one deps list through ``foreach``, in the union of their not
 
 from __future__ import annotations
 
-import ast
 import json
 import os
 import shutil
@@ -24,7 +23,7 @@ import yaml
 from fairdp_core.reporting.pages import foreach_items
 from fairdp_core.stages.code import SELF as CODE_SELF  # the code stages' own module: their dep, not fingerprinted
 
-from .conftest import ROOT
+from .conftest import ROOT, fairdp_imports, module_file
 
 PKG = ROOT / "fairdp_core"
 DVC = yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"]
@@ -62,37 +61,6 @@ def _stages() -> list[tuple[str, str, list[str], str | None]]:
     return out
 
 
-def _module_file(mod: str) -> Path | None:
-    rel = Path(*mod.split("."))
-    for p in (ROOT / rel.with_suffix(".py"), ROOT / rel / "__init__.py"):
-        if p.is_file():
-            return p
-    return None
-
-
-def _imports(path: Path, package: str) -> set[str]:
-    """Absolute names of the fairdp_core modules ``path`` imports anywhere (module level or inside functions)."""
-    tree = ast.parse(path.read_text())
-    out = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            out |= {a.name for a in node.names if a.name.startswith("fairdp_core")}
-        elif isinstance(node, ast.ImportFrom):
-            if node.level:
-                base = package.split(".")
-                base = base[: len(base) - node.level + 1]
-                mod = ".".join(base + ([node.module] if node.module else []))
-            else:
-                mod = node.module or ""
-            if not mod.startswith("fairdp_core"):
-                continue
-            out.add(mod)
-            for a in node.names:  # "from .stages import plan": plan may be a submodule
-                if _module_file(f"{mod}.{a.name}"):
-                    out.add(f"{mod}.{a.name}")
-    return out
-
-
 def _closure(start: set[str]) -> set[Path]:
     """Files of the modules in ``start`` and of everything they import, with every parent package's __init__."""
     seen: set[str] = set()
@@ -105,15 +73,15 @@ def _closure(start: set[str]) -> set[Path]:
         if mod in seen:
             continue
         seen.add(mod)
-        f = _module_file(mod)
+        f = module_file(mod)
         if f is None:
             continue
         package = mod if f.name == "__init__.py" else mod.rpartition(".")[0]
-        todo.extend(m for m in _imports(f, package) - seen if (mod, m) not in VALIDATION_ONLY)
+        todo.extend(m for m in fairdp_imports(f, package) - seen if (mod, m) not in VALIDATION_ONLY)
         if mod in DISCOVERS:  # a registry imports every module of its package by name at run time
-            found = _module_file(DISCOVERS[mod]).parent
+            found = module_file(DISCOVERS[mod]).parent
             todo.extend(f"{DISCOVERS[mod]}.{q.stem}" for q in sorted(found.glob("*.py")) if not q.stem.startswith("_"))
-    return {_module_file(m).relative_to(ROOT) for m in seen if _module_file(m)}
+    return {module_file(m).relative_to(ROOT) for m in seen if module_file(m)}
 
 
 # Registries that import every module of a package at run time (pkgutil), which no import statement names: the
@@ -134,10 +102,10 @@ def _covered(path: Path, deps: list[str]) -> bool:
 
 @pytest.mark.slow
 @pytest.mark.parametrize(("stage", "module", "deps", "notebook"), _stages(), ids=[s[0] for s in _stages()])
-def test_stage_deps_are_exactly_the_code_it_imports(stage, module, deps, notebook):
+def test_stage_deps_are_exactly_the_code_itfairdp_imports(stage, module, deps, notebook):
     start = {module}
     if notebook:
-        start |= _imports(ROOT / notebook, "")
+        start |= fairdp_imports(ROOT / notebook, "")
     static = _closure(start)
     code = f"import importlib, sys; importlib.import_module({module!r})"
     if notebook:
@@ -148,7 +116,7 @@ def test_stage_deps_are_exactly_the_code_it_imports(stage, module, deps, noteboo
     missing = sorted(str(p) for p in (static | dynamic) if not _covered(p, deps))
     assert not missing, f"{stage} imports code it does not declare in dvc.yaml: {missing}"
     if notebook and stage.startswith("report@"):  # the foreach shares one deps list: the union over its notebooks
-        static = set().union(*(_closure({module} | _imports(ROOT / f"notebooks/{n}.py", "")) for n in REPORTS))
+        static = set().union(*(_closure({module} | fairdp_imports(ROOT / f"notebooks/{n}.py", "")) for n in REPORTS))
     unused = [d for d in deps if not any(_covered(p, [d]) for p in static)]
     assert not unused, f"{stage} declares code it never imports (it would rerun for nothing): {unused}"
 
