@@ -385,7 +385,7 @@ def test_a_rule_below_the_pooled_frontier_but_above_dpsgds_best_point_is_said_so
     row = table[table.axis == "accuracy"].iloc[0]
     assert row.verdict == "lowers Δ at equal accuracy" and row.c0_verdict == "raises Δ at equal accuracy"
     flagged = frontier_only(pts, table)
-    assert flagged == {cell: "not its C0 path or best point"}
+    assert flagged == {cell: ("C0 path", "best point")}
     text = html.unescape(re.sub(r"<[^>]+>", "", frontier_answer(table, 1, flagged)))
     assert text == ("At equal accuracy, not established in any cell (not evidence of no effect): the paper's rule made "
                     "DP lowers Δ in 0 of 1 cells and in 1 more only against DP-SGD's pooled frontier (Law ε = 10), "
@@ -405,5 +405,5 @@ def test_a_rule_below_the_pooled_frontier_but_above_dpsgds_best_point_is_said_so
     # Δ 0.55, just above DP-SGD's lr-1 point (0.5): the best point is lower, the C0 path cannot tell (no change)
     mid = _points(0.890, 0.55, low_c=True)
     mid_table = frontier_table(mid)
-    assert frontier_only(mid, mid_table) == {cell: "not its best point"}
+    assert frontier_only(mid, mid_table) == {cell: ("best point",)}
     assert frontier_quoted(mid_table, frontier_only(mid, mid_table)) == {cell: "lowers vs pooled frontier, not vs best point"}

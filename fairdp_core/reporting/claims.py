@@ -230,8 +230,8 @@ def answer_lead(low: int, up: int, tested: int, none: int, cells: str = "like-fo
 
 def _answer(paper: pd.DataFrame, have: int, cells: int, missing: str = "", *, brief: bool = False) -> str:
     """The bold sentence: what the paper's rule made DP does to Δ over the tested cells, named; ``missing`` names
-    the cells short of seeds. ``brief``: only the cells tested, where the rule lines that follow give
-    the counts (beside the equal-accuracy answer, within the first screen's words): only the cells tested."""
+    the cells short of seeds. ``brief``: only the cells tested, as the lead-in of the rule lines that give the counts
+    (beside the equal-accuracy answer, within the first screen's words)."""
     v = paper.verdict.value_counts()
     low, up, same, dep, none = (int(v.get(k, 0)) for k in ("reproduced", "contradicted", "not detected",
                                                           "depends on the estimator", "no disparity to remove"))

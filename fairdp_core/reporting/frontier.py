@@ -117,10 +117,10 @@ def cell_progress(points: pd.DataFrame, cell: tuple) -> str:
 
 
 def frontier_only(points: pd.DataFrame, table: pd.DataFrame, planned: dict | None = None,
-                  rule: str = "dpsgd_s_paper") -> dict[tuple, str]:
+                  rule: str = "dpsgd_s_paper") -> dict[tuple, tuple[str, ...]]:
     """The cells where ``rule`` lowers Δ at equal accuracy only against DP-SGD's pooled frontier (the fit over all
-    of its operating points, dominated ones included), with what says otherwise: "not its C0 path" where the C0-only
-    reading has the rule raise Δ, "not its best point" where a DP-SGD point at least as accurate has a lower Δ (the
+    of its operating points, dominated ones included), with the readings that say otherwise: "C0 path" where the
+    C0-only reading has the rule raise Δ, "best point" where a DP-SGD point at least as accurate has a lower Δ (the
     Pareto reading's 95% interval below 0). It only ever qualifies a "lowers": where these readings favour the rule
     more than the primary one does, the section's table says so, not the answer."""
     out = {}
@@ -132,9 +132,13 @@ def frontier_only(points: pd.DataFrame, table: pd.DataFrame, planned: dict | Non
         c0 = getattr(r, "c0_verdict", None) == "raises Δ at equal accuracy"
         best = par is not None and par["lower"]
         if c0 or best:
-            out[cell] = ("not its C0 path or best point" if c0 and best else "not its C0 path" if c0 else
-                         "not its best point")
+            out[cell] = ("C0 path",) * c0 + ("best point",) * best
     return out
+
+
+def _otherwise(readings: tuple[str, ...]) -> str:
+    """What :func:`frontier_only`'s readings say, in words: "not its C0 path or best point"."""
+    return "not its " + " or ".join(readings)
 
 
 def _cell_name(cell: tuple) -> str:
@@ -166,11 +170,11 @@ def frontier_answer(table: pd.DataFrame, n_cells: int, flagged: dict | None = No
         return f" ({html.escape(cells_named(done[~is_flagged & (done.verdict == verdict)]))})" if k else ""
 
     parts = [f"lowers Δ in {low} of {tested} cells" + named(low, "lowers Δ at equal accuracy")]
-    if len(only):  # what says otherwise on hover: the section's table gives both readings
+    if len(only):  # what says otherwise on hover (the brackets inside, so they count as no word of their own)
+        apart = [(r.dataset, r.model, r.epsilon) for r in only.itertuples()]
         parts[0] += f" and in {len(only)} more only against DP-SGD's pooled frontier " + "; ".join(
-            f"<span title='{html.escape(flagged[(r.dataset, r.model, r.epsilon)], quote=True)}'>"
-            + ("(" if k == 0 else "") + html.escape(cells_named(only.loc[[i]])) + (")" if k == len(only) - 1 else "")
-            + "</span>" for k, (i, r) in enumerate(zip(only.index, only.itertuples())))
+            f"<span title='{html.escape(_otherwise(flagged[c]), quote=True)}'>{'(' * (k == 0)}"
+            f"{html.escape(_cell_name(c))}{')' * (k == len(apart) - 1)}</span>" for k, c in enumerate(apart))
     parts += [f"raises it in {up}" + named(up, "raises Δ at equal accuracy"),
               f"shows no detectable change in {same}"]
     if dep:
@@ -195,11 +199,13 @@ def frontier_answer(table: pd.DataFrame, n_cells: int, flagged: dict | None = No
 def frontier_quoted(table: pd.DataFrame, flagged: dict | None = None) -> dict:
     """cell -> the paper rule's verdict at equal accuracy (short), for the quoted claims' table; in the ``flagged``
     cells (:func:`frontier_only`) said as the answer says it."""
-    flagged = flagged or {}
-    return {(r.dataset, r.model, r.epsilon): SHORT_VERDICT[r.verdict] if (r.dataset, r.model, r.epsilon) not in flagged
-            else "lowers vs pooled frontier, " + ("raises vs C0 path" if "C0" in flagged[(r.dataset, r.model, r.epsilon)]
-                                                  else "not vs best point")
-            for r in _primary(table).itertuples()}
+    out = {}
+    for r in _primary(table).itertuples():
+        cell = (r.dataset, r.model, r.epsilon)
+        readings = (flagged or {}).get(cell)
+        out[cell] = (SHORT_VERDICT[r.verdict] if readings is None else "lowers vs pooled frontier, "
+                     + ("raises vs C0 path" if "C0 path" in readings else "not vs best point"))
+    return out
 
 
 def frontier_figure(points: pd.DataFrame, cells: list[tuple], figures_dir: Path, planned: dict | None = None) -> str:
@@ -379,7 +385,7 @@ def frontier_section(points: pd.DataFrame, table: pd.DataFrame, cells: list[tupl
         + f". At equal accuracy (test accuracy, cross-fitted and in-sample agreeing, Bonferroni over {FAMILY}): "
         f"{html.escape(summary)}." + ("" if not flagged else html.escape(
             " The first screen counts apart the paper rule's lower verdicts against DP-SGD's pooled frontier only: "
-            + "; ".join(f"{_cell_name(c)} ({why})" for c, why in flagged.items()) + "."))
+            + "; ".join(f"{_cell_name(c)} ({_otherwise(why)})" for c, why in flagged.items()) + "."))
         + " Numbers, mechanism and predictions are folded below.</p>"
         "<details><summary>How Δ at equal accuracy is measured</summary>" + intro + "</details>"
         f"<details><summary>Cell by cell: {len(rows)} rows</summary>"
