@@ -210,13 +210,14 @@ from fairdp_core.engine import TrainSpec, train_bank
 rng = np.random.default_rng(0)
 X = rng.normal(size=(400, 6)).astype(np.float32)
 y = (X[:, 0] + 0.3 * rng.normal(size=400) > 0).astype(np.int64)
-g = (X[:, 1] > 0.5).astype(np.int64)
-member = rng.random((4, 400)) < 0.5
 import sys
+K = int(sys.argv[2])
+g = (X[:, 1] > 0.5).astype(np.int64) if K == 2 else np.digitize(X[:, 1], np.quantile(X[:, 1], [0.5, 0.75, 0.95]))
+member = rng.random((4, 400)) < 0.5
 spec = TrainSpec(algorithm=sys.argv[1], model="lr", epochs=2, batch_size=64, lr=0.1, clip=1.0, target_epsilon=10.0,
                  delta=1e-5, accountant="rdp")
 torch.set_num_threads(1)
-bank = train_bank(X, y, g, member, spec, n_classes=2, n_groups=2, seed=7, progress=False)
+bank = train_bank(X, y, g, member, spec, n_classes=2, n_groups=K, seed=7, progress=False)
 loss, _ = bank.evaluate(X, y)
 print(hashlib.sha256(np.ascontiguousarray(loss, dtype=np.float32).tobytes()).hexdigest()[:16])
 """
@@ -226,15 +227,20 @@ print(hashlib.sha256(np.ascontiguousarray(loss, dtype=np.float32).tobytes()).hex
 # AVX-512 (FP16) Xeon, 2026-12-06, before the stages pinned torch's AVX2 kernels (ATEN_CPU_CAPABILITY=avx2, which
 # gives dc5769f5... on the EPYC; its digest on an AVX-512 machine is not yet measured). A new machine whose digest is
 # neither says so here; a change to the engine changes the digest on every machine.
-GOLDEN_DIGESTS = {"dpsgd": (1, {"dc5769f5eb041a1d", "89b7cbf039f6db62"})}
+# The paper rules on the dense backend with K = 4 groups read their sums' Gram matrix (numerics_gram), measured on
+# the AVX2 EPYC only; version 3 (before the cached input pairs) gave 8f70c4f5... and 96fdbfe8... there.
+GOLDEN_DIGESTS = {("dpsgd", 2): (1, {"dc5769f5eb041a1d", "89b7cbf039f6db62"}),
+                  ("dpsgd_s_paper", 4): (4, {"eda4029e9b76b062"}),
+                  ("dpsgd_s_paper_code", 4): (4, {"8924d39eecbeaff8"})}
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("algorithm", sorted(GOLDEN_DIGESTS))
-def test_numerics_version_pins_a_banks_bits(algorithm):
-    """A small DP-SGD bank's bytes, pinned for the engine's numerics version, in a fresh process with the stages'
-    reproducibility settings (MKL_CBWR): a change to the engine that changes them fails here and must bump the version
-    (claims summaries of another version never pool with these)."""
+@pytest.mark.parametrize(("algorithm", "K"), sorted(GOLDEN_DIGESTS))
+def test_numerics_version_pins_a_banks_bits(algorithm, K):
+    """A small bank's bytes (DP-SGD; the paper rules where they read the Gram matrix of K = 4 group sums), pinned
+    for its numerics version, in a fresh process with the stages' reproducibility settings (MKL_CBWR): a change to
+    the engine that changes them fails here and must bump the version (claims summaries of another version never
+    pool with these)."""
     import os
     import sys
 
@@ -242,10 +248,10 @@ def test_numerics_version_pins_a_banks_bits(algorithm):
     from fairdp_core.study.claims import numerics_of
 
     env = {**os.environ, **MALLOC_ENV, **REPRO_ENV, "MKL_CBWR": "COMPATIBLE"}
-    out = subprocess.run([sys.executable, "-c", _BANK_DIGEST, algorithm], env=env, capture_output=True, text=True,
-                         check=True)
-    version, digests = GOLDEN_DIGESTS[algorithm]
-    assert numerics_of(algorithm) == version and out.stdout.strip() in digests, out.stdout
+    out = subprocess.run([sys.executable, "-c", _BANK_DIGEST, algorithm, str(K)], env=env, capture_output=True,
+                         text=True, check=True)
+    version, digests = GOLDEN_DIGESTS[algorithm, K]
+    assert numerics_of(algorithm, "lr", K) == version and out.stdout.strip() in digests, out.stdout
 
 
 def test_a_direction_is_never_stated_beside_an_interval_that_holds_zero():
@@ -541,14 +547,14 @@ def test_one_numerics_version_per_arm_and_cell():
 
 
 def test_numerics_version_follows_the_code_path():
-    """The paper rules' version 2 is their one-pass group sums (the CNNs), version 3 the Gram matrix of the sums
-    (an LR or MLP run with more than two groups); with two groups the dense backend keeps K passes and the engine's
+    """The paper rules' version 2 is their one-pass group sums (the CNNs), version 4 the Gram matrix of the sums
+    with the cached input pairs (an LR or MLP run with more than two groups; 3 before the cache); with two groups the dense backend keeps K passes and the engine's
     version; DP-SGD is the engine's."""
     from fairdp_core.study.claims import NUMERICS_VERSION, numerics_of, summary_numerics
 
     assert numerics_of("dpsgd_s_paper", "lr", 2) == numerics_of("dpsgd_s_paper_code", "mlp", 2) == NUMERICS_VERSION
     assert numerics_of("dpsgd_s_paper", "cnn", 10) == numerics_of("dpsgd_s_paper_code", "cnn", 2) == 2
-    assert numerics_of("dpsgd_s_paper", "mlp", 10) == numerics_of("dpsgd_s_paper_code", "lr", 3) == 3
+    assert numerics_of("dpsgd_s_paper", "mlp", 10) == numerics_of("dpsgd_s_paper_code", "lr", 3) == 4
     assert numerics_of("dpsgd", "mlp", 10) == numerics_of("dpsgd_s", "cnn", 10) == NUMERICS_VERSION
     law = json.loads((SUMMARIES / "law_paper-lr-dpsgd_s_paper-e10-s0.json").read_text())
     assert summary_numerics(law) == law["numerics"] == 1  # the committed LR runs stay current

@@ -76,3 +76,32 @@ def test_dense_group_gram_equals_the_gram_of_the_k_sums(model, width, K):
     assert got.dtype == torch.float64 and got.shape == want.shape
     torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-6 * want.abs().max().item())
     assert torch.count_nonzero(got[:, K - 1]) == 0 and torch.count_nonzero(got[0, 1]) == 0
+
+
+@pytest.mark.parametrize("K", [3, 5, 10])
+@pytest.mark.parametrize(("model", "width"), [("lr", 12), ("mlp", 300)])
+def test_dense_group_gram_from_cached_inputs_equals_the_gram_of_the_k_sums(model, width, K, monkeypatch):
+    """The first layer's input pairs gathered from the n × n cache (cache_inputs, the batch's ``rows`` of X) give
+    the K-pass reference's Gram matrix; the batch's rows of X off by one row do not (the check can fail); above
+    INPUT_PAIRS_MAX_N nothing is cached and the per-step route gives the same matrix."""
+    M, W, n = 3, 40, 90
+    torch.manual_seed(1)
+    backend = make_backend(build_model(model, (width,), 10, hidden=16))
+    params = {k: v.detach().unsqueeze(0).repeat(M, *[1] * v.dim()) + 0.05 * torch.randn(M, *v.shape)
+              for k, v in build_model(model, (width,), 10, hidden=16).named_parameters()}
+    X = torch.randn(n, width)
+    rows = torch.stack([torch.randperm(n)[:W] for _ in range(M)])
+    y = torch.randint(0, 10, (M, W))
+    g, f = _batch(K, M, W)
+    _, ctx = backend.per_sample(params, X[rows], y)
+    sums = _k_passes(backend, ctx, f, g, K)
+    flat = torch.cat([v.flatten(2) for v in sums.values()], 2).double()
+    want = torch.bmm(flat, flat.transpose(1, 2))
+    tol = {"rtol": 1e-5, "atol": 1e-6 * want.abs().max().item()}
+    assert backend.cache_inputs(X)
+    torch.testing.assert_close(backend.group_gram(ctx, f, g, K, rows=rows), want, **tol)
+    with pytest.raises(AssertionError):
+        torch.testing.assert_close(backend.group_gram(ctx, f, g, K, rows=(rows + 1) % n), want, **tol)
+    monkeypatch.setattr(DenseBackend, "INPUT_PAIRS_MAX_N", n - 1)
+    assert not backend.cache_inputs(X)
+    torch.testing.assert_close(backend.group_gram(ctx, f, g, K, rows=rows), want, **tol)

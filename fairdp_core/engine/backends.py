@@ -72,9 +72,15 @@ class Backend:
         """Whether a rule that reads per-group sums gets their Gram matrix (:meth:`group_gram`) instead."""
         return False
 
-    def group_gram(self, ctx, factors: torch.Tensor, groups: torch.Tensor, K: int) -> torch.Tensor:
-        """[M, K, K] float64: the Gram matrix of the K sums of :meth:`group_sums` (over all parameters)."""
+    def group_gram(self, ctx, factors: torch.Tensor, groups: torch.Tensor, K: int,
+                   rows: torch.Tensor | None = None) -> torch.Tensor:
+        """[M, K, K] float64: the Gram matrix of the K sums of :meth:`group_sums` (over all parameters). ``rows``
+        [M, W]: the batch's rows of the training inputs, where :meth:`cache_inputs` was given them."""
         raise NotImplementedError
+
+    def cache_inputs(self, X: torch.Tensor) -> bool:
+        """Keep what :meth:`group_gram` can reuse across steps from the training inputs X [n, ...]; whether it did."""
+        return False
 
     def batch_grad(self, params, x, y, weights):
         """Non-private: name -> [M, *shape], the weighted sum of the samples' gradients (no per-sample work)."""
@@ -88,8 +94,12 @@ class Backend:
 class DenseBackend(Backend):
     """A chain of linear layers ``layers`` (parameter-name prefixes) with tanh between them."""
 
+    # The largest n for which :meth:`cache_inputs` keeps the n × n input pairs (float64: 2 GiB at this n).
+    INPUT_PAIRS_MAX_N = 16_384
+
     def __init__(self, layers: list[str]) -> None:
         self.layers = layers
+        self._input_pairs: torch.Tensor | None = None
 
     def _forward(self, params, x):
         a = x.flatten(2) if x.dim() > 2 else x
@@ -144,7 +154,19 @@ class DenseBackend(Backend):
         K passes of the clipped sum, the bits of numerics 1."""
         return K > 2
 
-    def group_gram(self, ctx, factors, groups, K):
+    def cache_inputs(self, X):
+        """The first layer's pairs a_i·a_j + 1 of every two training inputs, [n, n] in float64, computed once: the
+        inputs are the data, the same every step, so :meth:`group_gram` gathers the batch's [W, W] block instead of
+        forming it (W²·in multiply-adds a step, the MLP's 785-wide input). Only where n ≤ ``INPUT_PAIRS_MAX_N``."""
+        n = X.shape[0]
+        if n > self.INPUT_PAIRS_MAX_N:
+            self._input_pairs = None
+            return False
+        x = X.reshape(n, -1).double()
+        self._input_pairs = torch.mm(x, x.T).add_(1.0)
+        return True
+
+    def group_gram(self, ctx, factors, groups, K, rows=None):
         """The Gram matrix of the K group sums without forming them, layer by layer, by the cheaper of two exact
         routes. Per sample the weight-and-bias gradient is g_i = δ_i [a_i, 1]ᵀ, so g_i·g_j = (δ_i·δ_j)(a_i·a_j + 1)
         and G_kl = Σ_{i in k, j in l} f_i f_j (δ_i·δ_j)(a_i·a_j + 1): one [W, W] matrix of pairs, about W²·(in + out)
@@ -152,16 +174,28 @@ class DenseBackend(Backend):
         themselves, as one matmul of (H ⊗ f·δ) with [a, 1], about K·W·(in + 1)·out, and their inner products in
         float64 (the narrow layers: LR's, the MLP's output layer). The pairs are formed in float64: in float32 a
         group of nearly cancelling clipped gradients got a Gram entry wrong by about 1e-6·C0², which the release's
-        square root turns into 1e-3·C0 in the sum's norm (the float32 sums' own error is about 1e-7·C0)."""
+        square root turns into 1e-3·C0 in the sum's norm (the float32 sums' own error is about 1e-7·C0).
+
+        With ``rows`` [M, W] and the inputs cached (:meth:`cache_inputs`), the first layer's a_i·a_j + 1 are gathered
+        from the cache (numerics version 4 of the paper rules), leaving the layer W²·out multiply-adds."""
         acts, deltas = ctx
         M, W = groups.shape
         H = torch.nn.functional.one_hot(groups, K).to(factors.dtype)  # [M, W, K]
         Hd = H.double()
         gram = torch.zeros(M, K, K, dtype=torch.float64, device=factors.device)
-        for a, d in zip(acts, deltas):
+        cached = self._input_pairs is not None and rows is not None
+        for layer, (a, d) in enumerate(zip(acts, deltas)):
             fd = d * factors.unsqueeze(-1)
+            n_in, n_out = a.shape[-1] + 1, d.shape[-1]
+            if layer == 0 and cached:
+                fd64 = fd.double()
+                n = self._input_pairs.shape[0]
+                at = (rows.unsqueeze(-1) * n + rows.unsqueeze(-2)).view(-1)  # [M, W, W]: (i, j) in the cache
+                a_pairs = self._input_pairs.view(-1).index_select(0, at).view(M, W, W)
+                pairs = torch.bmm(fd64, fd64.transpose(1, 2)).mul_(a_pairs)
+                gram += torch.bmm(Hd.transpose(1, 2), torch.bmm(pairs, Hd))
+                continue
             a1 = torch.cat([a, a.new_ones(M, W, 1)], -1)
-            n_in, n_out = a1.shape[-1], d.shape[-1]
             if W * (n_in + n_out) < K * n_in * n_out:
                 # in float64: the group sums of nearly cancelling pairs are small differences of large terms, and
                 # the release's square root of the Gram matrix would turn a float32 error E into about √E

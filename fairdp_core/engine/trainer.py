@@ -373,13 +373,16 @@ def train_bank(X: np.ndarray, y: np.ndarray, group: np.ndarray, membership: np.n
     seen = torch.zeros(M, K, dtype=torch.float64, device=dev)
 
     gram = policy.group_sums is not None and backend.reads_gram(K)
+    cached = gram and backend.cache_inputs(Xt)
 
-    def observe_group_sums(ctx, norms, gb, w) -> None:
+    def observe_group_sums(ctx, norms, gb, w, rows) -> None:
         """Per group, the sum of its per-sample gradients weighted by the policy's ``sum_factors``, to the policy:
-        the sums [M, K, P], or their Gram matrix [M, K, K] where the backend reads that instead."""
+        the sums [M, K, P], or their Gram matrix [M, K, K] where the backend reads that instead (``rows`` [M, W]:
+        the batch's rows of X, for the inputs the backend cached)."""
         f = policy.sum_factors(norms) * w
         if gram:
-            policy.observe_gram(backend.group_gram(ctx, f, gb, K), gb, w, dim=sum(sizes))
+            policy.observe_gram(backend.group_gram(ctx, f, gb, K, rows=rows if cached else None), gb, w,
+                                dim=sum(sizes))
             return
         sums = backend.group_sums(ctx, f, gb, K)
         policy.observe_sums(torch.cat([sums[n].flatten(2) for n in names], 2), gb, w)
@@ -387,7 +390,8 @@ def train_bank(X: np.ndarray, y: np.ndarray, group: np.ndarray, membership: np.n
     t0 = time.perf_counter()
     for t in tqdm(range(steps), desc=desc or f"{spec.algorithm} x{M}", disable=not progress, mininterval=1.0):
         idx, w = sampler.next()
-        flat = idx.to(dev).flatten()
+        batch_rows = idx.to(dev)
+        flat = batch_rows.flatten()
         w = w.to(dev)
         if member_t is not None:
             w = w * member_t.gather(1, idx.to(dev))
@@ -397,7 +401,7 @@ def train_bank(X: np.ndarray, y: np.ndarray, group: np.ndarray, membership: np.n
             if private:
                 norms, ctx = backend.per_sample(params, xb, yb, x_sq=x_sq_all.index_select(0, flat).view(idx.shape))
                 if policy.group_sums == "before":
-                    observe_group_sums(ctx, norms, gb, w)
+                    observe_group_sums(ctx, norms, gb, w, batch_rows)
                 policy.before_step(norms, gb, w)
                 bounds = policy.bounds()
                 factors = policy.factors(norms, gb, bounds) * w
@@ -410,7 +414,7 @@ def train_bank(X: np.ndarray, y: np.ndarray, group: np.ndarray, membership: np.n
                     grads[n] += chunk.view_as(grads[n])
                 policy.update(norms, gb, w)
                 if policy.group_sums == "after":
-                    observe_group_sums(ctx, norms, gb, w)
+                    observe_group_sums(ctx, norms, gb, w, batch_rows)
             else:
                 grads = backend.batch_grad(params, xb, yb, w)
             if adam is None:

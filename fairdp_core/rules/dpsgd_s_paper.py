@@ -32,7 +32,8 @@ class DPSGDSPaper(Rule):
     label = "DP-SGD-S (paper rule)"
     color = "#009E73"
     numerics = 2  # since the per-group sums are one pass over the batch (engine/backends.py, group_sums)
-    numerics_gram = 3  # the dense backend with K > 2: the release drawn from the sums' Gram matrix (noised_gram)
+    numerics_gram = 4  # the dense backend with K > 2: the release drawn from the sums' Gram matrix (noised_gram)
+    # (4: the first layer's input pairs gathered from a cache of the training inputs, DenseBackend.cache_inputs)
     config = "dpsgd_s_paper"
     settings = Settings
     fields = ("ratio_cap", "sigma_s", "sigma_b", "c_min", "count_floor")
