@@ -79,17 +79,18 @@ def test_dense_group_gram_equals_the_gram_of_the_k_sums(model, width, K):
 
 
 @pytest.mark.parametrize("K", [3, 5, 10])
-@pytest.mark.parametrize(("model", "width"), [("lr", 12), ("mlp", 300)])
-def test_dense_group_gram_from_cached_inputs_equals_the_gram_of_the_k_sums(model, width, K, monkeypatch):
+@pytest.mark.parametrize(("model", "shape"), [("lr", (12,)), ("mlp", (300,)), ("mlp", (1, 4, 5))])
+def test_dense_group_gram_from_cached_inputs_equals_the_gram_of_the_k_sums(model, shape, K, monkeypatch):
     """The first layer's input pairs gathered from the n × n cache (cache_inputs, the batch's ``rows`` of X) give
-    the K-pass reference's Gram matrix; the batch's rows of X off by one row do not (the check can fail); above
-    INPUT_PAIRS_MAX_N nothing is cached and the per-step route gives the same matrix."""
+    the K-pass reference's Gram matrix, also for image-shaped inputs (flattened in the forward pass's order); the
+    batch's rows of X off by one row do not (the check can fail); above INPUT_PAIRS_MAX_N nothing is cached and the
+    per-step route gives the same matrix."""
     M, W, n = 3, 40, 90
     torch.manual_seed(1)
-    backend = make_backend(build_model(model, (width,), 10, hidden=16))
+    backend = make_backend(build_model(model, shape, 10, hidden=16))
     params = {k: v.detach().unsqueeze(0).repeat(M, *[1] * v.dim()) + 0.05 * torch.randn(M, *v.shape)
-              for k, v in build_model(model, (width,), 10, hidden=16).named_parameters()}
-    X = torch.randn(n, width)
+              for k, v in build_model(model, shape, 10, hidden=16).named_parameters()}
+    X = torch.randn(n, *shape)
     rows = torch.stack([torch.randperm(n)[:W] for _ in range(M)])
     y = torch.randint(0, 10, (M, W))
     g, f = _batch(K, M, W)

@@ -41,6 +41,9 @@ SPECS = {
     "mlp-dpsgd": TrainSpec(algorithm="dpsgd", model="mlp", hidden=16, epochs=2, batch_size=40, target_epsilon=2.0),
     "mlp-dpsgd_s": TrainSpec(algorithm="dpsgd_s", model="mlp", hidden=16, epochs=2, batch_size=40,
                              target_epsilon=2.0, sigma_b=5.0),
+    # K = 3 groups: the paper rule reads the Gram matrix of its group sums, with the cached input pairs
+    "mlp-dpsgd_s_paper": TrainSpec(algorithm="dpsgd_s_paper", model="mlp", hidden=16, epochs=2, batch_size=40,
+                                   target_epsilon=2.0),
 }
 
 
