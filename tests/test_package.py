@@ -249,14 +249,15 @@ def test_opacus_private_api_is_pinned_to_the_tested_range():
 
 def test_no_history_outside_git():
     """No issue numbers and no "the issue's" in what ships: the package, notebooks (the pages), profiles,
-    params.yaml, tests, benchmarks (code and notes), the docs, the README and the committed reports' prose. History
-    belongs to git and the closing notes."""
+    params.yaml, tests, benchmarks (code, notes and baselines), the docs, the README and the committed reports (pages
+    and prose). History belongs to git and the closing notes."""
     import re
     from pathlib import Path
 
     root = Path(__file__).resolve().parents[1]
     files = [*root.glob("fairdp_core/**/*.py"), *root.glob("notebooks/*.py"), *root.glob("profiles/*.yaml"),
              root / "params.yaml", *root.glob("tests/*.py"), *root.glob("benchmarks/*.py"), *root.glob("benchmarks/*.md"),
+             *root.glob("benchmarks/*.json"), *root.glob("reports/*.html"),
              *root.glob("docs/*.md"), root / "README.md", *root.glob("reports/**/*.md")]
     pattern = re.compile(r"\bissue[- ]?\d+|\bthe issue's\b|\bissues? \d+", re.IGNORECASE)
     me = Path(__file__).resolve()
