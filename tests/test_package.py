@@ -324,6 +324,31 @@ def _cycle(graph: dict[str, set[str]]) -> list[str] | None:
     return None
 
 
+# The package's layers, bottom up (docs/library.md): a module imports only from its own layer or one listed before it.
+LAYERS = ("versions", "atomic", "schema", "seeding", "models", "fairness", "data", "config", "rules", "engine",
+          "opacus_compat", "audit", "synth", "reporting", "beyond", "stages", "study", "cli")
+
+
+def _upward(graph: dict[str, set[str]]) -> list[tuple[str, str]]:
+    """The imports of ``graph`` from a module to one of a later layer of :data:`LAYERS`."""
+    def rank(m: str) -> int:
+        return LAYERS.index(m.split(".")[1])
+
+    return [(a, b) for a, bs in sorted(graph.items()) for b in sorted(bs) if rank(b) > rank(a)]
+
+
+def test_every_import_points_down_the_layers():
+    """No module imports one of a layer above its own (function-level imports included): the audit draws its figures
+    without the reporting layer, the rules without the engine. Every top-level name of the package is in a layer, and
+    the checker finds a planted upward import (the user's audit reading the reports' plots, as it once did)."""
+    graph = _package_imports()
+    assert {m.split(".")[1] for m in graph if m != "fairdp_core"} == set(LAYERS)
+    assert _upward(graph) == []
+    planted = {**graph, "fairdp_core.audit.custom_result": graph["fairdp_core.audit.custom_result"]
+               | {"fairdp_core.reporting.plots"}}
+    assert _upward(planted) == [("fairdp_core.audit.custom_result", "fairdp_core.reporting.plots")]
+
+
 def test_the_package_has_no_import_cycle_and_no_module_over_500_lines():
     """The layout's two measurable promises (docs/library.md): no module imports, directly or through others, a
     module that imports it back (function-level imports included), and none is over 500 lines. The checker is shown

@@ -81,11 +81,7 @@ class CustomAudit:
         self.records.to_csv(tmp / "records.csv", index=False, float_format="%.6g")
         self.slices.to_csv(tmp / "slices.csv", index=False, float_format="%.6g")
         self.roc.to_csv(tmp / "roc.csv", index=False, float_format="%.6g")
-        fig = roc_figure(self.roc)
-        fig.savefig(tmp / "roc.png", dpi=150, bbox_inches="tight", metadata={"Software": None})
-        from ..reporting.plots import plt
-
-        plt.close(fig)
+        roc_figure(self.roc).savefig(tmp / "roc.png", dpi=150, bbox_inches="tight", metadata={"Software": None})
         (tmp / "report.md").write_text(self.markdown())
 
     def headline(self, attack: str | None = None) -> list[str]:
@@ -197,23 +193,28 @@ def _roc(scores: np.ndarray, membership: np.ndarray, n_points: int = 200) -> tup
 
 
 def roc_figure(roc: pd.DataFrame):
-    """Per-group ROC curves of each attack: linear axes (left) and log–log (right), one colour per group."""
-    from ..reporting.plots import GROUP_COLORS, plt
+    """Per-group ROC curves of each attack: linear axes (left) and log–log (right), one colour per group, in the
+    reports' theme. A matplotlib Figure outside pyplot: nothing to close, and the caller's pyplot state untouched."""
+    from matplotlib.figure import Figure
+
+    from .palette import GROUP_COLORS, theme
 
     attacks = list(dict.fromkeys(roc["attack"]))
-    fig, axes = plt.subplots(len(attacks), 2, figsize=(10, 3.6 * len(attacks)), squeeze=False)
     groups = list(dict.fromkeys(roc["group"]))
-    for i, a in enumerate(attacks):
-        for k, g in enumerate(groups):
-            d = roc[(roc.attack == a) & (roc.group == g)]
-            for ax in axes[i]:
-                ax.plot(d["fpr"], d["tpr"], color=GROUP_COLORS[k % len(GROUP_COLORS)], lw=1.4, label=str(g))
-        for j, ax in enumerate(axes[i]):
-            ax.plot([1e-5, 1], [1e-5, 1], color="grey", ls="--", lw=0.8)
-            if j:
-                ax.set(xscale="log", yscale="log", xlim=(1e-4, 1), ylim=(1e-4, 1))
-            ax.set(xlabel="false-positive rate", ylabel="true-positive rate",
-                   title=roc_title(a) + (" (log scale)" if j else ""))
-        axes[i, 1].legend(fontsize=8, loc="lower right")
-    fig.tight_layout()
+    with theme():
+        fig = Figure(figsize=(10, 3.6 * len(attacks)))
+        axes = fig.subplots(len(attacks), 2, squeeze=False)
+        for i, a in enumerate(attacks):
+            for k, g in enumerate(groups):
+                d = roc[(roc.attack == a) & (roc.group == g)]
+                for ax in axes[i]:
+                    ax.plot(d["fpr"], d["tpr"], color=GROUP_COLORS[k % len(GROUP_COLORS)], lw=1.4, label=str(g))
+            for j, ax in enumerate(axes[i]):
+                ax.plot([1e-5, 1], [1e-5, 1], color="grey", ls="--", lw=0.8)
+                if j:
+                    ax.set(xscale="log", yscale="log", xlim=(1e-4, 1), ylim=(1e-4, 1))
+                ax.set(xlabel="false-positive rate", ylabel="true-positive rate",
+                       title=roc_title(a) + (" (log scale)" if j else ""))
+            axes[i, 1].legend(fontsize=8, loc="lower right")
+        fig.tight_layout()
     return fig

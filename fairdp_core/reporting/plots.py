@@ -22,6 +22,8 @@ import numpy as np
 import pandas as pd
 import seaborn as sns
 
+from ..audit.palette import GROUP_COLORS, THEME
+
 __all__ = [
     "ALGORITHM_COLORS",  # noqa: F822 - the module's __getattr__ builds it on first use
     "ATTACK_COLORS", "ATTACK_LABELS", "ATTACK_SHORT",  # noqa: F822 - from the attack registry, on each access
@@ -29,7 +31,7 @@ __all__ = [
     "fairness_grid", "gpr_grid", "leveling_grid", "looa_vs_alooa", "pareto", "sweep_lines",
 ]
 
-sns.set_theme(style="whitegrid", context="notebook")
+sns.set_theme(**THEME)
 
 # The synthetic-data route's colours; SGD (real data) and DP-SGD keep their rules' colours
 _SYNTH_COLORS = {
@@ -79,9 +81,6 @@ def __getattr__(name: str):
 
 
 _OTHER = ["#999933", "#44AA99", "#AA4499", "#332288", "#DDCC77", "#117733"]
-# groups (not algorithms): Tol's muted palette, ordered so that the first two contrast
-GROUP_COLORS = ["#332288", "#DDAA33", "#44AA99", "#CC6677", "#88CCEE", "#882255", "#117733", "#999933", "#AA4499",
-                "#661100"]
 
 
 # the training of a bank in the beyond-membership report: SGD in its algorithm colour, each ε its own
