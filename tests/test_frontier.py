@@ -305,6 +305,33 @@ def test_the_ablation_is_read_at_its_own_point_and_judged_against_the_paper_rule
     assert "<b>inconclusive</b>" in ablation_outcome(pts, row)
 
 
+def test_the_ablations_hidden_readings_are_computed_from_the_runs():
+    """The page's caveats on the ablation are computed, not written in: its reading at the first 6 seeds is the
+    reading of those seeds alone, and its C0-path reading that of DP-SGD's points at the cell's C0 alone (here a
+    dominated C = 1 point is dropped); both are named in the sentence only where they read otherwise or were
+    followed by more seeds."""
+    from fairdp_core.reporting.frontier_why import ablation_caveats, ablation_reading
+
+    df = _points(0.886, 50 * 0.006 - 0.2, noise=0.005, low_c=True)
+    rng = np.random.default_rng(3)
+    abl = df[df.algorithm == "dpsgd_s_paper"].copy()
+    abl["algorithm"], abl["source"], abl["accuracy"] = frontier.ABLATION, "frontier", 0.889
+    for est in ("cross_fit", "in_sample"):
+        abl[f"delta_{est}"] = 50 * 0.009 + rng.normal(0, 0.01, len(abl))  # on DP-SGD's C0 path: differs from the rule
+    pts = pd.concat([df, abl], ignore_index=True)
+    table = frontier_table(pts)
+    row = table[(table.rule == frontier.ABLATION) & (table.axis == "accuracy")].iloc[0]
+    early, alone = ablation_reading(pts, row, first=6), ablation_reading(pts[pts.seed < 6], row)
+    assert early["n"] == 6 and ablation_reading(pts, row)["n"] == 8
+    assert early == pytest.approx(alone) and early["word"] == alone["word"]
+    c0, without = ablation_reading(pts, row, c0_only=True), ablation_reading(pts[pts["clip"] == 10.0], row)
+    assert c0 == pytest.approx(without) and c0 != pytest.approx(ablation_reading(pts, row))
+    text = ablation_caveats(pts, table)
+    assert "At the first 6 seeds (95%)" in text and f"{early['m']:+.2f}" in text
+    assert ("Against DP-SGD's C0 path alone" in text) == (c0["word"] != ablation_reading(pts, row)["word"])
+    assert ablation_caveats(pts[pts.seed < 6], frontier_table(pts[pts.seed < 6])).find("At the first") == -1
+
+
 def test_the_blinded_seed_rule_reads_spreads_only():
     """The seeds the rule asks for depend on the uncentred spread of the per-seed effects against 20% of DP-SGD's
     Δ there: a tight spread asks for the minimum, a wide one for the cap; flipping every sign changes nothing."""

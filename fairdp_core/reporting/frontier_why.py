@@ -16,7 +16,7 @@ from ..audit.verdicts import ESTIMATORS, RULE_ORDER
 from .claims import SHORT as _RULE_SHORT
 from .results import DATASET_LABELS
 
-__all__ = ["PREDICTIONS", "SHORT", "SIGN_WORDS", "UNTESTABLE", "ablation_outcome", "extra_lr_rows", "fmt_pp",
+__all__ = ["PREDICTIONS", "SHORT", "SIGN_WORDS", "UNTESTABLE", "ablation_caveats", "ablation_outcome", "ablation_reading", "extra_lr_rows", "fmt_pp",
            "mechanism_rows", "outcome", "small_c_outcome"]
 
 # The rows' names: the claims' rules, and the ablation (docs/frontier.md, "Ablation").
@@ -143,28 +143,35 @@ def outcome(r: pd.Series) -> str:
     return f"predicted {SIGN_WORDS[want]}: <b>{judged}</b>{note}"
 
 
-def ablation_outcome(points: pd.DataFrame, r, planned: dict | None = None) -> str:
+def ablation_reading(points: pd.DataFrame, r, planned: dict | None = None, *, c0_only: bool = False,
+                     first: int | None = None) -> dict | None:
     """The ablation against the paper rule (docs/frontier.md, "Ablation"): per seed, the ablation's effect at equal
     accuracy minus the paper rule's (each against that seed's DP-SGD frontier, cross-fitted), with its 95% t interval
     (descriptive, unadjusted), and a TOST equivalence reading at a margin of 20% of DP-SGD's Δ at the rule's accuracy
     (the paper-sized share): "same effect" where the 90% interval lies within the margin, "differs" where the 95%
-    interval excludes 0, else "inconclusive"."""
+    interval excludes 0, else "inconclusive". ``c0_only``: against DP-SGD's points at the cell's C0 only (its lr
+    path); ``first``: the cell's first ``first`` complete seeds only (the reading when the ablation had that many).
+    {"n", "m", "h95", "h90", "margin", "word"}, or {"n"} alone where fewer than 2 seeds have both in DP-SGD's range."""
     cell = (r.dataset, r.model, r.epsilon)
     dp, seeds = frontier_points(points, cell, (planned or {}).get(cell))
+    if c0_only:
+        dp = dp[dp["clip"] == cell_c0(points, cell)]
     at = (points.dataset == cell[0]) & (points.model == cell[1]) & (points.epsilon == cell[2])
     rule = points[at & (points.algorithm == "dpsgd_s_paper") & (points.source == "claims")]
     abl = points[at & (points.algorithm == ABLATION)]
+    both = [x for x in seeds if x in set(rule.seed) and x in set(abl.seed)]
     diffs, front = [], []
-    for seed in [x for x in seeds if x in set(rule.seed) and x in set(abl.seed)]:
+    for seed in both[:first]:
         d = dp[dp.seed == seed]
         a, b = abl[abl.seed == seed].iloc[0], rule[rule.seed == seed].iloc[0]
         fa, fb = frontier_at(d.accuracy, d.delta_cross_fit, [a.accuracy, b.accuracy])
         if np.isfinite(fa) and np.isfinite(fb):
             diffs.append((a.delta_cross_fit - fa) - (b.delta_cross_fit - fb))
             front.append(fb)
-    if len(diffs) < 2:
-        return f"ablation against the paper rule: not testable ({len(diffs)} seed(s) with both in DP-SGD's range)"
-    e, n = np.array(diffs), len(diffs)
+    n = len(diffs)
+    if n < 2:
+        return {"n": n}
+    e = np.array(diffs)
     se = e.std(ddof=1) / np.sqrt(n)
     h95, h90 = stats.t.ppf(0.975, n - 1) * se, stats.t.ppf(0.95, n - 1) * se
     margin = 0.2 * float(np.mean(front))
@@ -172,9 +179,50 @@ def ablation_outcome(points: pd.DataFrame, r, planned: dict | None = None) -> st
     word = ("differs" if m - h95 > 0 or m + h95 < 0 else
             "same effect (equivalent within the margin)" if -margin <= m - h90 and m + h90 <= margin else
             "inconclusive")
+    return {"n": n, "m": m, "h95": h95, "h90": h90, "margin": margin, "word": word}
+
+
+def ablation_outcome(points: pd.DataFrame, r, planned: dict | None = None) -> str:
+    """:func:`ablation_reading` in words, against DP-SGD's pooled frontier over every seed."""
+    a = ablation_reading(points, r, planned)
+    if "m" not in a:
+        return f"ablation against the paper rule: not testable ({a['n']} seed(s) with both in DP-SGD's range)"
+    m, h95, h90 = a["m"], a["h95"], a["h90"]
     return (f"ablation − paper rule, per seed at equal accuracy: {fmt_pp(m)} [{fmt_pp(m - h95)}, "
-            f"{fmt_pp(m + h95)}] pp (95%, {n} seeds); equivalence margin ±{margin:.2f} pp (20% of DP-SGD's "
-            f"pooled-frontier Δ there), 90% interval [{fmt_pp(m - h90)}, {fmt_pp(m + h90)}]: <b>{word}</b>")
+            f"{fmt_pp(m + h95)}] pp (95%, {a['n']} seeds); equivalence margin ±{a['margin']:.2f} pp (20% of DP-SGD's "
+            f"pooled-frontier Δ there), 90% interval [{fmt_pp(m - h90)}, {fmt_pp(m + h90)}]: <b>{a['word']}</b>")
+
+
+def ablation_caveats(points: pd.DataFrame, table: pd.DataFrame, planned: dict | None = None, *,
+                     first: int = 6) -> str:
+    """The ablation's readings that the pooled one hides, computed from the runs, in one sentence each: the cells
+    where DP-SGD's C0 path alone reads otherwise (with its margin), and the readings at the first ``first`` seeds of
+    the cells topped up past them (the later seeds were run with those readings known)."""
+    c0_notes, early_notes = [], []
+    for r in table[(table.axis == "accuracy") & (table.rule == ABLATION)].itertuples():
+        name = f"{DATASET_LABELS.get(r.dataset, r.dataset)} ε = {r.epsilon:g}"
+        pooled, c0 = ablation_reading(points, r, planned), ablation_reading(points, r, planned, c0_only=True)
+        if "m" not in pooled:
+            continue
+        if "m" in c0 and c0["word"] != pooled["word"]:
+            c0_notes.append(f"{name}, margin ±{c0['margin']:.2f} pp: {_word(c0)} ({fmt_pp(c0['m'])} "
+                            f"[{fmt_pp(c0['m'] - c0['h90'])}, {fmt_pp(c0['m'] + c0['h90'])}], 90%) where the pooled "
+                            f"frontier reads {_word(pooled)}")
+        early = ablation_reading(points, r, planned, first=first)
+        if pooled["n"] > first and "m" in early:
+            early_notes.append(f"{name} {_word(early)}, {fmt_pp(early['m'])} [{fmt_pp(early['m'] - early['h95'])}, "
+                               f"{fmt_pp(early['m'] + early['h95'])}]")
+    out = []
+    if c0_notes:
+        out.append("Against DP-SGD's C0 path alone: " + "; ".join(c0_notes) + ".")
+    if early_notes:
+        out.append(f"At the first {first} seeds (95%), readings known when the cells' later seeds were run: "
+                   + "; ".join(early_notes) + ".")
+    return " ".join(out)
+
+
+def _word(reading: dict) -> str:
+    return reading["word"].split(" (")[0]
 
 
 def extra_lr_outcome(r) -> tuple[int | None, str]:
