@@ -16,8 +16,8 @@ from ..audit.verdicts import ESTIMATORS, RULE_ORDER
 from .claims import SHORT as _RULE_SHORT
 from .results import DATASET_LABELS
 
-__all__ = ["PREDICTIONS", "SHORT", "SIGN_WORDS", "UNTESTABLE", "ablation_caveats", "ablation_outcome", "ablation_reading", "extra_lr_rows", "fmt_pp",
-           "mechanism_rows", "outcome", "small_c_outcome"]
+__all__ = ["PREDICTIONS", "SHORT", "SIGN_WORDS", "UNTESTABLE", "ablation_caveats", "ablation_outcome",
+           "ablation_reading", "extra_lr_rows", "fmt_pp", "mechanism_rows", "outcome", "small_c_outcome"]
 
 # The rows' names: the claims' rules, and the ablation (docs/frontier.md, "Ablation").
 SHORT = {**_RULE_SHORT, ABLATION: "fixed group bounds (ablation)"}
