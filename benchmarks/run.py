@@ -674,7 +674,7 @@ def _opacus_rule_step(X, y, g, C, model_name, *, rule: str, K: int, steps: int) 
     elif rule == "global_adapt":
         model, opt, loader = oc.make_private_global_adapt(pe, sigma_b=20.0, clip=1.0, z_init=1.0, **common)
     else:
-        model, opt, loader = oc.make_private_adaclip(pe, unclipped_num_std=20.0, max_grad_norm=1.0, **common)
+        model, opt, loader = oc.make_private_adaclip(pe, sigma_b=20.0, clip=1.0, **common)
     grouped = hasattr(opt, "set_groups")
     done, elapsed = 0, 0.0
     while done < steps:

@@ -210,8 +210,7 @@ RIVALS = {
     "DPSGD-Global-Adapt": lambda pe, m, o, ld, s: make_private_global_adapt(
         pe, module=m, optimizer=o, data_loader=ld, noise_multiplier=s, sigma_b=10.0, clip=tuned["clip"]),
     "AdaClip": lambda pe, m, o, ld, s: make_private_adaclip(pe, module=m, optimizer=o, data_loader=ld,
-                                                           noise_multiplier=s, unclipped_num_std=B / 20,
-                                                           max_grad_norm=tuned["clip"]),
+                                                           noise_multiplier=s, sigma_b=B / 20, clip=tuned["clip"]),
 }
 for name, make in RIVALS.items():
     model = mlp()

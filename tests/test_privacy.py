@@ -469,13 +469,13 @@ def test_opacus_optimizer_counts_accumulate_over_virtual_steps_and_honour_secure
     covers all nine samples once (σ_b = 0.01, so released ≈ exact within 0.1); its noise is drawn by Opacus's
     ``_generate_noise`` with the optimizer's ``secure_mode``."""
     calls = []
-    original = opacus_compat._generate_noise
+    original = opacus_compat.dpsgd_s._generate_noise
 
     def recording(*, std, reference, generator, secure_mode):
         calls.append((tuple(reference.shape), secure_mode))
         return original(std=std, reference=reference, generator=generator, secure_mode=secure_mode)
 
-    monkeypatch.setattr(opacus_compat, "_generate_noise", recording)
+    monkeypatch.setattr(opacus_compat.dpsgd_s, "_generate_noise", recording)
     opt, gsm = _opt(d=2, q_init=(10.0, 10.0), sigma_eff=1e-3, sigma_b=1e-2, secure_mode=True,
                     generator=torch.Generator().manual_seed(0))
     _opt_step(opt, gsm, torch.zeros(5, 2), torch.tensor([0, 0, 0, 1, 1]), skip=True)

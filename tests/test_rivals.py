@@ -337,7 +337,7 @@ def test_make_private_trains_and_charges_sigma_eff_as_the_engine(rule):
     elif rule == "global_adapt":
         model, opt, loader = make_private_global_adapt(engine, sigma_b=10.0, clip=0.5, z_init=5.0, **common)
     else:
-        model, opt, loader = make_private_adaclip(engine, unclipped_num_std=5.0, max_grad_norm=0.5, **common)
+        model, opt, loader = make_private_adaclip(engine, sigma_b=5.0, clip=0.5, **common)
     steps = 0
     for _ in range(2):
         for xb, yb, gb in loader:
@@ -428,14 +428,14 @@ def test_opacus_rival_optimizers_release_their_counts_plus_noise_at_sigma_b(rule
     import copy
 
     calls = []
-    original = opacus_compat._generate_noise
+    original = getattr(opacus_compat, rule)._generate_noise
 
     def recording(*, std, reference, generator, secure_mode):
         out = original(std=std, reference=reference, generator=generator, secure_mode=secure_mode)
         calls.append((std, secure_mode, out.clone()))
         return out
 
-    monkeypatch.setattr(opacus_compat, "_generate_noise", recording)
+    monkeypatch.setattr(getattr(opacus_compat, rule), "_generate_noise", recording)
     mod, x, y, grp = _gsm_batch()
     gsm = GradSampleModule(copy.deepcopy(mod))
     common = dict(noise_multiplier=1.0, sigma_b=4.0, expected_batch_size=20, clip=1.0,
@@ -478,13 +478,13 @@ def test_global_adapt_optimizer_scales_like_the_engine_and_counts_over_virtual_s
                                expected_batch_size=40, clip=1.0, z_init=2.0)
     opt.grad_noise_multiplier = 0.0
     calls = []
-    original = opacus_compat._generate_noise
+    original = opacus_compat.global_adapt._generate_noise
 
     def recording(*, std, reference, generator, secure_mode):
         calls.append((std, secure_mode))
         return original(std=std, reference=reference, generator=generator, secure_mode=secure_mode)
 
-    monkeypatch.setattr(opacus_compat, "_generate_noise", recording)
+    monkeypatch.setattr(opacus_compat.global_adapt, "_generate_noise", recording)
     be = make_backend(mod)
     norms, ctx = be.per_sample(stack_params([mod]), x[None], y[None])
     assert (norms < 2).any() and (norms > 2).any()
@@ -587,7 +587,7 @@ def test_global_adapt_optimizer_moves_z_by_the_public_expected_batch_size(monkey
     quantity: the reference code's division, which gives another Z here)."""
     import copy
 
-    recorded = _recording_noise(monkeypatch, opacus_compat)
+    recorded = _recording_noise(monkeypatch, opacus_compat.global_adapt)
     mod, x, y, _ = _gsm_batch()
     gsm = GradSampleModule(copy.deepcopy(mod))
     opt = GlobalAdaptOptimizer(torch.optim.SGD(gsm.parameters(), lr=1.0), noise_multiplier=1.0, sigma_b=4.0,
@@ -618,7 +618,7 @@ def test_opacus_rival_optimizers_release_each_logical_steps_own_count(rule, monk
 
     import opacus.optimizers.adaclipoptimizer as ada
 
-    recorded = _recording_noise(monkeypatch, opacus_compat if rule == "global_adapt" else ada)
+    recorded = _recording_noise(monkeypatch, opacus_compat.global_adapt if rule == "global_adapt" else ada)
     mod, x, y, _ = _gsm_batch()
     g2 = torch.Generator().manual_seed(9)
     x2, y2 = torch.randn(20, 5, generator=g2) * 3, torch.randint(0, 2, (20,), generator=g2)

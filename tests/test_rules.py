@@ -202,13 +202,20 @@ def test_every_rule_is_reproducible_and_seeded(name):
 
 @pytest.mark.parametrize("name", rules.ALGORITHMS)
 def test_a_rules_opacus_entry_point_exists(name):
-    """``make_private`` names a function of fairdp_core.opacus_compat (the rule's Opacus route)."""
+    """``make_private`` names a function of the rule's own module of fairdp_core.opacus_compat (its Opacus route),
+    which the package exports and :func:`~fairdp_core.opacus_compat.route` returns; a rule without one is refused."""
+    import importlib
+
     from fairdp_core import opacus_compat
 
     entry = rules.get(name).make_private
     if entry is not None:
-        assert callable(getattr(opacus_compat, entry, None)), f"{name}: opacus_compat.{entry} does not exist"
+        module = importlib.import_module(f"fairdp_core.opacus_compat.{name}")
+        assert opacus_compat.route(name) is getattr(module, entry) is getattr(opacus_compat, entry)
         assert entry in opacus_compat.__all__
+    else:
+        with pytest.raises(ValueError, match=f"rule {name!r} has no Opacus route"):
+            opacus_compat.route(name)
 
 
 def test_a_rules_module_that_defines_no_rule_is_named(monkeypatch):
@@ -251,6 +258,7 @@ class FractionClip(Rule):
     config = "fraction_clip"
     settings = Settings
     fields = ("fraction",)
+    make_private = "make_private_fraction_clip"
 
     def own_fields(self, train, run, override):
         return {"fraction": self.settings_of(train).fraction}
@@ -262,6 +270,21 @@ class FractionClip(Rule):
 
 
 RULE = FractionClip()
+'''
+
+NEW_ROUTE = '''
+"""The toy rule's Opacus route: Opacus's DP-SGD at the bound fraction·C."""
+
+from __future__ import annotations
+
+__all__ = ["make_private_fraction_clip"]
+
+
+def make_private_fraction_clip(privacy_engine, *, module, optimizer, data_loader, noise_multiplier: float,
+                               clip: float = 1.0, fraction: float = 0.5):
+    return privacy_engine.make_private(module=module, optimizer=optimizer, data_loader=data_loader,
+                                       noise_multiplier=noise_multiplier, max_grad_norm=clip * fraction,
+                                       poisson_sampling=True)
 '''
 
 NEW_RULE_CHECK = '''
@@ -294,14 +317,30 @@ X = rng.normal(size=(400, 3)).astype(np.float32)
 y, g = rng.integers(0, 2, 400), rng.integers(0, 2, 400)
 bank = train_bank(X, y, g, np.ones((2, 400), bool), spec, n_classes=2, n_groups=2, seed=0, progress=False)
 assert bank.accounting[0].algorithm == "fraction_clip" and bank.accounting[0].epsilon <= 2.0
+import torch
+from opacus import PrivacyEngine
+from fairdp_core import opacus_compat
+make = opacus_compat.route("fraction_clip")  # the rule's Opacus route, found through the registry
+assert make is opacus_compat.make_private_fraction_clip and "make_private_fraction_clip" in opacus_compat.__all__
+model = torch.nn.Linear(3, 2)
+data = torch.utils.data.TensorDataset(torch.as_tensor(X), torch.as_tensor(y))
+model, opt, loader = make(PrivacyEngine(), module=model, optimizer=torch.optim.SGD(model.parameters(), lr=0.1),
+                          data_loader=torch.utils.data.DataLoader(data, batch_size=50), noise_multiplier=1.0,
+                          clip=2.0, fraction=0.25)
+assert opt.max_grad_norm == 0.5
+xb, yb = next(iter(loader))
+torch.nn.functional.cross_entropy(model(xb), yb).backward()
+opt.step()
 print("ok", bank.accounting[0].epsilon)
 '''
 
 
 def test_a_new_rule_is_one_module(tmp_path):
-    """Adding a rule is one module: a copy of the package with one module dropped into rules/ (NEW_RULE, with a
-    settings section and a field of its own) accepts the rule and its section in params' schema, labels it, plans
-    its setting into the stored spec (a new release key per value), and trains it; no other file is edited."""
+    """Adding a rule is one module, and its Opacus route one more beside it: a copy of the package with one module
+    dropped into rules/ (NEW_RULE, with a settings section, a field of its own and an Opacus entry point) and its
+    route into opacus_compat/ (NEW_ROUTE) accepts the rule and its section in params' schema, labels it, plans its
+    setting into the stored spec (a new release key per value), trains it, and finds its Opacus route through the
+    registry and steps it; no other file is edited. Without the route module the package names what is missing."""
     import os
     import shutil
     import subprocess
@@ -311,8 +350,15 @@ def test_a_new_rule_is_one_module(tmp_path):
 
     shutil.copytree(ROOT / "fairdp_core", tmp_path / "fairdp_core", ignore=shutil.ignore_patterns("__pycache__"))
     (tmp_path / "fairdp_core" / "rules" / "fraction_clip.py").write_text(NEW_RULE)
+    route = tmp_path / "fairdp_core" / "opacus_compat" / "fraction_clip.py"
+    route.write_text(NEW_ROUTE)
     env = {**os.environ, "PYTHONPATH": str(tmp_path)}
     out = subprocess.run([sys.executable, "-c", NEW_RULE_CHECK], cwd=tmp_path, env=env, capture_output=True,
                          text=True, timeout=300)
     assert out.returncode == 0 and out.stdout.startswith("ok"), out.stderr[-2000:]
+    route.unlink()  # the rule names an Opacus route that is not there: the package says which, at import
+    out = subprocess.run([sys.executable, "-c", "import fairdp_core.opacus_compat"], cwd=tmp_path, env=env,
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode != 0 and "rule 'fraction_clip' names its Opacus entry point 'make_private_fraction_clip', " \
+        "but fairdp_core.opacus_compat.fraction_clip does not exist" in out.stderr, out.stderr[-2000:]
 
