@@ -99,3 +99,11 @@ def chromium() -> str:
             pytest.fail(msg)
         pytest.skip(msg)
     return exe
+
+
+def own_settings(algorithm: str, **settings) -> dict:
+    """Of ``settings`` (TrainSpec rule fields), those ``algorithm``'s rule has: what a test parametrized over rules
+    passes, since a spec refuses another rule's setting."""
+    from fairdp_core.engine.spec import stored_fields
+
+    return {k: v for k, v in settings.items() if k in stored_fields(algorithm)}

@@ -30,6 +30,8 @@ from fairdp_core.engine import (
 from fairdp_core.engine.trainer import _init_module
 from fairdp_core.models import build_model
 
+from .conftest import own_settings
+
 
 def _rule(M=1, K=2, **kw) -> GroupMeanRatioClip:
     args = dict(clip=5.0, ratio_cap=2.0, sigma_s=3.0, sigma_b=6.0, c_min=0.01, floor=1.0, generators=[None] * M)
@@ -109,7 +111,7 @@ def test_paper_rule_statistics_are_per_group_sums_of_gradients_clipped_at_c0(alg
 
     monkeypatch.setattr(cls, "__init__", wide_bounds)
     spec = TrainSpec(algorithm=algorithm, model="mlp", hidden=6, epochs=B / n * 0.8, batch_size=B, lr=0.3, clip=C0,
-                     noise_multiplier=1.0, sigma_b=10.0)
+                     noise_multiplier=1.0, **own_settings(algorithm, sigma_b=10.0))
     bank = train_bank(X, y, g, mem, spec, n_classes=2, n_groups=2, seed=seed, progress=False)
     assert bank.steps == 1 and len(captured) == 1
     gens = model_generators(seed, M)

@@ -34,6 +34,8 @@ from fairdp_core.engine.trainer import _init_module
 from fairdp_core.models import build_model
 from fairdp_core.opacus_compat import DPSGDSOptimizer
 
+from .conftest import own_settings
+
 CUDA = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU: bash tests/gpu_check.sh on a GPU machine")
 
 
@@ -127,7 +129,7 @@ def test_empty_batches_are_pure_noise_and_count_as_steps(algorithm):
     n, d, B, lr = 100, 20_000, 10, 0.5
     epochs = 0.4 if algorithm == "dpsgd" else 0.1
     spec = TrainSpec(algorithm=algorithm, epochs=epochs, batch_size=B, lr=lr, clip=0.8, noise_multiplier=1.2,
-                     sigma_b=5.0, q_init=(0.8, 0.3), tau=1.0)
+                     **own_settings(algorithm, sigma_b=5.0, q_init=(0.8, 0.3), tau=1.0))
     X = np.random.default_rng(0).normal(size=(n, d)).astype(np.float32)
     bank = train_bank(X, np.zeros(n, np.int64), np.arange(n) % 2, np.zeros((1, n), bool), spec, n_classes=2,
                       n_groups=2, seed=0, progress=False, sample_over=np.ones((1, n), bool))
@@ -298,7 +300,7 @@ def test_two_releases_draw_independent_noise_and_one_release_reproduces():
     assert all(torch.equal(again[k], p1[k]) for k in p1)
     s = dict(algorithm="dpsgd_s", model="lr", epochs=0.1, batch_size=30, lr=0.5, noise_multiplier=1.0, sigma_b=5.0)
     keys = {release_key(TrainSpec(**s)), release_key(TrainSpec(**s, tau=2.0)), release_key(TrainSpec(**s, gamma=0.5)),
-            release_key(TrainSpec(**{**s, "algorithm": "dpsgd"}))}
+            release_key(TrainSpec(**{**s, "algorithm": "dpsgd", "sigma_b": None}))}
     assert len(keys) == 4
     g0, g1 = (model_generators(0, 1, release=k)[0] for k in sorted(keys)[:2])
     assert not torch.equal(torch.randn(8, generator=g0["noise"]), torch.randn(8, generator=g1["noise"]))
@@ -309,20 +311,34 @@ def test_two_releases_draw_independent_noise_and_one_release_reproduces():
 
 
 def test_release_key_changes_with_every_setting():
-    """Any TrainSpec field changed (algorithm, ε, τ, γ, σ_b, lr, ...) gives another release key, hence other noise."""
+    """Any TrainSpec field changed (algorithm, ε, τ, γ, σ_b, lr, ...) gives another release key, hence other noise;
+    a rule field the rule does not have (DP-SGD-S's σ_s, the paper rule's) is refused, not keyed."""
     import dataclasses
 
+    from fairdp_core.engine.spec import KEY_DEFAULTS, stored_fields
+
     spec = TrainSpec(algorithm="dpsgd_s", target_epsilon=2.0, sigma_b=5.0)
-    changed = {"algorithm": "dpsgd", "model": "mlp", "target_epsilon": 3.0, "noise_multiplier": 1.0,
-               "accountant": "prv", "q_init": (1.0, 2.0), "sigma_b": 6.0, "count_floor": 2.0,
-               "sigma_s": 4.0, "optimizer": "adam", "settings": (("fraction", 0.5),)}
+    changed = {"model": "mlp", "target_epsilon": 3.0, "noise_multiplier": 1.0, "accountant": "prv",
+               "q_init": (1.0, 2.0), "sigma_b": 6.0, "count_floor": 2.0, "optimizer": "adam",
+               "settings": (("fraction", 0.5),)}
+    keyed = 0
     for f in dataclasses.fields(TrainSpec):
+        if f.name == "algorithm":
+            other = TrainSpec(algorithm="dpsgd", target_epsilon=2.0)
+            assert release_key(other) != release_key(dataclasses.replace(spec, sigma_b=None)), f.name
+            continue
         value = changed.get(f.name)
         if value is None:
             old = getattr(spec, f.name)
-            value = old * 2 if isinstance(old, (int, float)) else None
+            value = old * 2 if isinstance(old, (int, float)) else 4.0 if f.name in KEY_DEFAULTS else None
         assert value is not None, f.name
+        if f.name in KEY_DEFAULTS and f.name not in stored_fields("dpsgd_s"):
+            with pytest.raises(ValueError, match=f"dpsgd_s has no setting {f.name!r}"):
+                dataclasses.replace(spec, **{f.name: value})
+            continue
         assert release_key(dataclasses.replace(spec, **{f.name: value})) != release_key(spec), f.name
+        keyed += 1
+    assert keyed == len(dataclasses.fields(TrainSpec)) - 1 - 4  # not the algorithm, nor the four fields not DP-SGD-S's
 
 
 # ------------------------------------------------------------------------------------------------- accounting
@@ -339,7 +355,7 @@ def test_reported_epsilon_is_the_accountants_per_model_and_never_above_target(al
     mem = np.zeros((3, n), bool)
     for m, size in enumerate((1000, 800, 600)):
         mem[m, :size] = True
-    spec = TrainSpec(algorithm=algorithm, epochs=1, batch_size=50, target_epsilon=2.0, sigma_b=20.0)
+    spec = TrainSpec(algorithm=algorithm, epochs=1, batch_size=50, target_epsilon=2.0, **own_settings(algorithm, sigma_b=20.0))
     bank = train_bank(X, y, g, mem, spec, n_classes=2, n_groups=2, seed=0, progress=False)
     for m, a in enumerate(bank.accounting):
         assert a.sample_rate == pytest.approx(50 / mem[m].sum())
@@ -376,7 +392,7 @@ def test_empty_batches_with_batch_size_one(model, algorithm):
     y = rng.integers(0, 10 if model == "cnn" else 2, n)
     g = rng.integers(0, 2, n)
     spec = TrainSpec(algorithm=algorithm, model=model, epochs=1, batch_size=1, lr=0.1, noise_multiplier=1.0,
-                     sigma_b=3.0)
+                     **own_settings(algorithm, sigma_b=3.0))
     bank = train_bank(X, y, g, np.ones((1, n), bool), spec, n_classes=10 if model == "cnn" else 2, n_groups=2,
                       seed=seed, progress=False)
     sampler = PoissonBank([torch.arange(n)], [1 / n], [model_generators(seed, 1)[0]["sample"]])
@@ -516,7 +532,7 @@ def test_cuda_training_runs_and_accounts_like_cpu(algorithm):
     rng = np.random.default_rng(0)
     X = rng.normal(size=(400, 5)).astype(np.float32)
     y, g = rng.integers(0, 2, 400), rng.integers(0, 2, 400)
-    spec = TrainSpec(algorithm=algorithm, epochs=2, batch_size=40, target_epsilon=3.0, sigma_b=8.0)
+    spec = TrainSpec(algorithm=algorithm, epochs=2, batch_size=40, target_epsilon=3.0, **own_settings(algorithm, sigma_b=8.0))
     gpu = train_bank(X, y, g, np.ones((3, 400), bool), spec, n_classes=2, n_groups=2, seed=0, device="cuda", progress=False)
     cpu = train_bank(X, y, g, np.ones((3, 400), bool), spec, n_classes=2, n_groups=2, seed=0, progress=False)
     assert all(torch.isfinite(v).all() for v in gpu.params.values())

@@ -48,6 +48,7 @@ from fairdp_core.opacus_compat import (
     make_private_global_adapt,
 )
 
+from .conftest import own_settings
 from .test_privacy import _rel_err, _weight_noise
 
 RIVALS = ("dpsgd_f", "global_adapt", "adaclip")
@@ -269,7 +270,8 @@ def test_reported_epsilon_is_the_accountants_at_sigma_eff(algorithm):
     y, g = rng.integers(0, 2, n), rng.integers(0, 2, n)
     mem = np.zeros((2, n), bool)
     mem[0], mem[1, :700] = True, True
-    spec = TrainSpec(algorithm=algorithm, epochs=1, batch_size=50, target_epsilon=2.0, sigma_b=20.0, q_init=5.0)
+    spec = TrainSpec(algorithm=algorithm, epochs=1, batch_size=50, target_epsilon=2.0,
+                     **own_settings(algorithm, sigma_b=20.0, q_init=5.0))
     bank = train_bank(X, y, g, mem, spec, n_classes=2, n_groups=2, seed=0, progress=False)
     for m, a in enumerate(bank.accounting):
         mult = 2 * a.sigma_b if algorithm == "adaclip" else a.sigma_b
@@ -300,7 +302,7 @@ def test_a_short_bank_trains_and_is_deterministic_under_its_seed(algorithm):
     another seed other ones; the models learn (accuracy > 0.75 on the training data, chance 0.5); state finite."""
     X, y, g = _blobs()
     spec = TrainSpec(algorithm=algorithm, model="mlp", hidden=16, epochs=3, batch_size=60, lr=0.5, clip=0.5,
-                     target_epsilon=3.0, sigma_b=10.0, q_init=5.0)
+                     target_epsilon=3.0, **own_settings(algorithm, sigma_b=10.0, q_init=5.0))
     mem = np.ones((2, len(y)), bool)
     a, b, c = (train_bank(X, y, g, mem, spec, n_classes=2, n_groups=2, seed=s, progress=False) for s in (1, 1, 2))
     assert all(torch.equal(a.params[k], b.params[k]) for k in a.params)
@@ -698,7 +700,8 @@ CUDA = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GP
 @pytest.mark.parametrize("algorithm", RIVALS)
 def test_cuda_rival_training_runs_and_accounts_like_cpu(algorithm):
     X, y, g = _blobs(400)
-    spec = TrainSpec(algorithm=algorithm, epochs=2, batch_size=40, target_epsilon=3.0, sigma_b=8.0, q_init=5.0)
+    spec = TrainSpec(algorithm=algorithm, epochs=2, batch_size=40, target_epsilon=3.0,
+                     **own_settings(algorithm, sigma_b=8.0, q_init=5.0))
     gpu = train_bank(X, y, g, np.ones((3, 400), bool), spec, n_classes=2, n_groups=2, seed=0, device="cuda",
                      progress=False)
     cpu = train_bank(X, y, g, np.ones((3, 400), bool), spec, n_classes=2, n_groups=2, seed=0, progress=False)

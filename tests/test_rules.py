@@ -19,10 +19,12 @@ import pytest
 from fairdp_core import config, rules
 from fairdp_core.engine import spec, trainer
 from fairdp_core.engine.accounting import combine_sigmas, epsilon
-from fairdp_core.engine.spec import TrainSpec
+from fairdp_core.engine.spec import TrainSpec, release_key
 from fairdp_core.engine.trainer import train_bank
 from fairdp_core.reporting import plots, results
 from fairdp_core.rules.base import RULE_FIELDS
+
+from .conftest import own_settings
 
 # rule -> the noise multipliers (noise std / L2 sensitivity) of the statistics it releases each step, from the
 # Accounting record of a trained bank. Counts have sensitivity 1 except AdaClip's centred count (1/2: 2σ_b, Andrew
@@ -127,6 +129,36 @@ def test_a_rule_reads_its_own_names_and_not_their_storage():
                                                     tau=2.0)).z_init == 50.0
 
 
+def test_a_hand_built_spec_holds_its_own_rules_defaults_and_no_other_rules_settings():
+    """TrainSpec(algorithm=r) with no settings given is the spec the pipeline plans for r with params' sections
+    unset (``Rule.default_fields``): r's own defaults, never another rule's under the same stored field (AdaClip's
+    γ = 0.5 and Global-Adapt's Z = 100, γ = 0.9, η = 1, σ_b = 10, not DP-SGD-S's 0.75, 1, 0.2, B/20). A setting r
+    does not have is refused in one line. Keys stand: a rule's fields it does not have are keyed at the first
+    layout's values, and the golden keys below are those the code before computed (commit 3199d15)."""
+    from fairdp_core.engine.spec import KEY_DEFAULTS, spec_fields
+
+    checked = 0
+    for name in rules.ALGORITHMS:
+        eps = {} if name == "sgd" else {"target_epsilon": 1.0}
+        try:
+            planned = rules.get(name).default_fields()
+        except ValueError:  # defaults that depend on the dataset
+            continue
+        assert TrainSpec(algorithm=name, **eps) == TrainSpec(algorithm=name, **eps, **planned), name
+        checked += 1
+    assert checked >= 9
+    assert TrainSpec(algorithm="adaclip", target_epsilon=1.0).gamma == 0.5
+    ga = TrainSpec(algorithm="global_adapt", target_epsilon=1.0)
+    assert (ga.q_init, ga.gamma, ga.eta_q, ga.sigma_b, ga.tau) == (100.0, 0.9, 1.0, 10.0, 1.0)
+    with pytest.raises(ValueError, match=r"dpsgd_f has no setting 'q_max' \(its settings: sigma_b\)"):
+        TrainSpec(algorithm="dpsgd_f", target_epsilon=1.0, q_max=7.0)
+    dp = TrainSpec(algorithm="dpsgd", target_epsilon=1.0, gamma=0.75)  # a saved spec's layout value: accepted
+    assert dp.gamma is None and {k: spec_fields(dp)[k] for k in KEY_DEFAULTS} == KEY_DEFAULTS
+    assert release_key(dp) == 3101540507801965402
+    assert release_key(TrainSpec(algorithm="adaclip", target_epsilon=1.0, gamma=0.75)) == 6163472827482034846
+    assert release_key(ga) == 1079032084530664925
+
+
 def test_a_rule_that_reads_a_field_it_did_not_declare_fails_at_once(monkeypatch):
     """The trainer hands each rule its spec through a RuleView: DPSGD-F declares only σ_b, so a DPSGD-F that read
     DP-SGD-S's Q cap (q_max) raises instead of training with it; the common fields stay readable."""
@@ -159,8 +191,8 @@ def _bank(name, seed=0):
     mem = np.zeros((2, n), bool)
     mem[0], mem[1, :700] = True, True
     private = rules.get(name).private
-    spec = TrainSpec(algorithm=name, epochs=1, batch_size=50, target_epsilon=2.0 if private else None, sigma_b=20.0,
-                     clip=1.0, settings=BANK_SETTINGS.get(name, ()))
+    spec = TrainSpec(algorithm=name, epochs=1, batch_size=50, target_epsilon=2.0 if private else None,
+                     clip=1.0, **own_settings(name, sigma_b=20.0), settings=BANK_SETTINGS.get(name, ()))
     return spec, mem, train_bank(X, y, g, mem, spec, n_classes=2, n_groups=2, seed=seed, progress=False)
 
 

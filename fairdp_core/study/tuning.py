@@ -51,6 +51,7 @@ def validation_sweep(data, model: str, *, grid: dict[str, list], algorithms: lis
 
     from ..audit.verdicts import is_degenerate
     from ..engine import TrainSpec, train_bank
+    from ..engine.spec import KEY_DEFAULTS, stored_fields
 
     if validation not in ("train", "test"):
         raise ValueError(f"validation must be 'train' or 'test', not {validation!r}")
@@ -83,7 +84,7 @@ def validation_sweep(data, model: str, *, grid: dict[str, list], algorithms: lis
     jobs = [(c, a, e) for c in combos for a in algorithms for e in ([None] if a == "sgd" else epsilons)]
     rows = []
     for combo, alg, eps in tqdm(jobs, desc=f"tune {model}", disable=not progress):
-        setting = dict(zip(keys, combo))
+        setting = {k: v for k, v in zip(keys, combo) if k not in KEY_DEFAULTS or k in stored_fields(alg)}
         own = (rule_fields or {}).get(alg, {})
         spec = TrainSpec(algorithm=alg, model=model, target_epsilon=eps, **{**base, **own, **setting})
         bank = train_bank(X, y, g, membership, spec, n_classes=data.n_classes,
