@@ -434,3 +434,15 @@ def test_a_rule_below_the_pooled_frontier_but_above_dpsgds_best_point_is_said_so
     mid_table = frontier_table(mid)
     assert frontier_only(mid, mid_table) == {cell: ("best point",)}
     assert frontier_quoted(mid_table, frontier_only(mid, mid_table)) == {cell: "lowers vs pooled frontier, not vs best point"}
+
+
+def test_the_figures_flattest_cell_reads_complete_seeds_and_needs_two_points():
+    """The caption's narrowest accuracy range is over DP-SGD's seed-mean points of the seeds that hold every point:
+    2 pp on the toy frontier (0.880-0.900), and NaN (left out of the caption) with one DP-SGD point."""
+    from fairdp_core.reporting.frontier import _accuracy_span
+
+    cell = ("law_paper", "lr", 10.0)
+    df = _points(0.886, 0.1)
+    assert _accuracy_span(df, cell) == (pytest.approx(2.0), "Law ε = 10")
+    one = df[(df.algorithm != "dpsgd") | ((df.lr == 0.3) & (df.source == "frontier"))]
+    assert np.isnan(_accuracy_span(one, cell)[0])

@@ -170,3 +170,19 @@ def test_without_a_run_each_rule_sweeps_at_its_own_settings(project, monkeypatch
     assert (own["global_adapt"]["q_init"], own["global_adapt"]["eta_q"]) == (ga.z_init, ga.eta)
     assert own["adaclip"]["q_max"] == ac.c_max and own["dpsgd_s"]["q_max"] == ds.q_max
     assert "gamma" not in own["adaclip"] and seen["grid"] == {"gamma": [0.8]}
+
+
+def test_a_rule_setting_is_swept_only_for_the_rules_that_have_it(spy, monkeypatch, capsys, project):
+    """A γ grid over SGD, DP-SGD and DP-SGD-S: DP-SGD-S trains once per γ, each at that γ; SGD and DP-SGD, which have
+    no γ, train once per ε, with no γ in their rows (not once per γ at an identical spec); the printed table reads
+    "—" for them."""
+    torch.set_num_threads(1)
+    rows = tuning.validation_sweep(_toy(), "lr", grid={"gamma": [0.5, 0.75]}, algorithms=["sgd", "dpsgd", "dpsgd_s"],
+                                   epsilons=[10.0], base=BASE, seed=5, M=2, progress=False)
+    assert [(r["algorithm"], r.get("gamma")) for r in rows] == [("sgd", None), ("dpsgd", None), ("dpsgd_s", 0.5),
+                                                              ("dpsgd_s", 0.75)]
+    assert [c["spec"].gamma for c in spy] == [None, None, 0.5, 0.75]
+    monkeypatch.setattr(tuning, "validation_sweep", lambda data, model, **kw: rows)
+    assert tuning.main(["--params", str(project / "params.yaml"), "--dataset", "law_paper", "--gamma", "0.5", "0.75",
+                        "--out", str(project / "t.json")]) == 0
+    assert "gamma=—" in capsys.readouterr().out

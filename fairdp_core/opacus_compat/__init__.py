@@ -42,7 +42,8 @@ def _routes() -> dict[str, object]:
                 raise
             raise RuntimeError(f"rule {name!r} names its Opacus entry point {rule.make_private!r}, but "
                                f"{__name__}.{name} does not exist") from None
-        if not callable(getattr(module, rule.make_private, None)) or rule.make_private not in module.__all__:
+        if not callable(getattr(module, rule.make_private, None)) or \
+                rule.make_private not in getattr(module, "__all__", ()):
             raise RuntimeError(f"{module.__name__} does not export {rule.make_private!r}, the entry point rule "
                                f"{name!r} names")
         modules[name] = module
@@ -51,6 +52,9 @@ def _routes() -> dict[str, object]:
 
 _MODULES = _routes()
 for _module in _MODULES.values():
+    if set(_module.__all__) & set(__all__):
+        raise RuntimeError(f"{_module.__name__} exports {sorted(set(_module.__all__) & set(__all__))}, which another "
+                           f"route of {__name__} exports too")
     globals().update({k: getattr(_module, k) for k in _module.__all__})
     __all__ += list(_module.__all__)
 del _module

@@ -286,26 +286,28 @@ def frontier_figure(points: pd.DataFrame, cells: list[tuple], figures_dir: Path,
     write_text(png.with_name("frontier.colors.json"), json.dumps(colours, indent=1, sort_keys=True) + "\n")
     plots.plt.close(fig)
     rel = f"figures/{Path(figures_dir).name}/frontier.png"
-    span, flat = min(_accuracy_span(points, c) for c in have)
+    spans = [s for s in (_accuracy_span(points, c, (planned or {}).get(c)) for c in have) if np.isfinite(s[0])]
+    span, flat = min(spans) if spans else (float("nan"), "")
     return (f"<details><summary>The accuracy–Δ plane, per cell (figure)</summary><figure><img src='{rel}' "
             "alt='accuracy against Δ per cell: DP-SGD frontier and the rules' "
             "style='width:100%;max-width:1100px'><figcaption class='small'>Each panel: a cell's accuracy–Δ plane. "
             "DP-SGD over its operating points (lr and C; light dots single seeds, dark dots seed means, the line its "
             "non-decreasing fit); each rule at its claims operating point (diamond) and at two more lrs (circles); the "
             "paper's quoted points (stars) are its in-sample Δ, the y axis is cross-fitted. Below and right of the line "
-            f"is better than DP-SGD at that accuracy. Where DP-SGD's accuracy barely moves over its points ({flat}: "
-            f"{span:.2f} pp between its seed-mean points, the narrowest range), the frontier is nearly flat and equal "
-            "accuracy means DP-SGD's average over its operating points there; the C0-only reading in the table above "
-            "is the lr path alone.</figcaption></figure></details>")
+            "is better than DP-SGD at that accuracy. "
+            + (f"Where DP-SGD's accuracy barely moves over its points ({flat}: {span:.2f} pp between its seed-mean "
+               "points, the narrowest range), the frontier is nearly flat and equal accuracy means DP-SGD's average "
+               "over its operating points there; the C0-only reading in the table above is the lr path alone."
+               if spans else "") + "</figcaption></figure></details>")
 
 
-def _accuracy_span(points: pd.DataFrame, cell: tuple) -> tuple[float, str]:
-    """The range of DP-SGD's test accuracy (pp) over its operating points in ``cell`` (seed means), and the cell's
-    name."""
-    dp = points[(points.dataset == cell[0]) & (points.model == cell[1]) & (points.epsilon == cell[2])
-                & (points.algorithm == "dpsgd")]
-    acc = dp.groupby(["lr", "clip"]).accuracy.mean()
-    return 100 * float(acc.max() - acc.min()), _cell_name(cell)
+def _accuracy_span(points: pd.DataFrame, cell: tuple, planned: set | None = None) -> tuple[float, str]:
+    """The range of DP-SGD's test accuracy (pp) over its operating points in ``cell`` (means over the seeds that
+    hold every point, as the frontier reads them), and the cell's name; NaN with fewer than two points or no
+    complete seed."""
+    dp, seeds = frontier_points(points, cell, planned)
+    acc = dp[dp.seed.isin(seeds)].groupby(["lr", "clip"]).accuracy.mean()
+    return (100 * float(acc.max() - acc.min()) if len(acc) >= 2 else float("nan")), _cell_name(cell)
 
 
 def _asked(r) -> str:

@@ -204,19 +204,24 @@ def ablation_caveats(points: pd.DataFrame, table: pd.DataFrame, planned: dict | 
         pooled, c0 = ablation_reading(points, r, planned), ablation_reading(points, r, planned, c0_only=True)
         if "m" not in pooled:
             continue
-        if "m" in c0 and c0["word"] != pooled["word"]:
+        if "m" not in c0:
+            c0_notes.append(f"{name}: not testable ({c0['n']} seed(s) with both in the C0 path's range)")
+        elif c0["word"] != pooled["word"]:
             c0_notes.append(f"{name}, margin ±{c0['margin']:.2f} pp: {_word(c0)} ({fmt_pp(c0['m'])} "
                             f"[{fmt_pp(c0['m'] - c0['h90'])}, {fmt_pp(c0['m'] + c0['h90'])}], 90%) where the pooled "
                             f"frontier reads {_word(pooled)}")
         early = ablation_reading(points, r, planned, first=first)
         if pooled["n"] > first and "m" in early:
+            used = "" if early["n"] == first else f" ({early['n']} of them in DP-SGD's range)"
             early_notes.append(f"{name} {_word(early)}, {fmt_pp(early['m'])} [{fmt_pp(early['m'] - early['h95'])}, "
-                               f"{fmt_pp(early['m'] + early['h95'])}]")
+                               f"{fmt_pp(early['m'] + early['h95'])}]{used}")
     out = []
     if c0_notes:
         out.append("Against DP-SGD's C0 path alone: " + "; ".join(c0_notes) + ".")
     if early_notes:
-        out.append(f"At the first {first} seeds (95%), readings known when the cells' later seeds were run: "
+        out.append(f"At the first {first} seeds (95%), readings that were on the page when the cells' later seeds "
+                   "were run (to the cell's seed count, which the seed rule set for the cell's rules, not the "
+                   "ablation's own answer; docs/frontier.md names where that answer was smaller): "
                    + "; ".join(early_notes) + ".")
     return " ".join(out)
 

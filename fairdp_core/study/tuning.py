@@ -81,10 +81,16 @@ def validation_sweep(data, model: str, *, grid: dict[str, list], algorithms: lis
         membership = design.training_membership()[:M]
     keys = list(grid)
     combos = list(itertools.product(*(grid[k] for k in keys)))
-    jobs = [(c, a, e) for c in combos for a in algorithms for e in ([None] if a == "sgd" else epsilons)]
+
+    def applies(key: str, alg: str) -> bool:  # a rule setting swept only for the rules that have it
+        return key not in KEY_DEFAULTS or key in stored_fields(alg)
+
+    jobs = [(c, a, e) for c in combos for a in algorithms
+            if all(applies(k, a) or v == grid[k][0] for k, v in zip(keys, c))  # one run where the key is not a's
+            for e in ([None] if a == "sgd" else epsilons)]
     rows = []
     for combo, alg, eps in tqdm(jobs, desc=f"tune {model}", disable=not progress):
-        setting = {k: v for k, v in zip(keys, combo) if k not in KEY_DEFAULTS or k in stored_fields(alg)}
+        setting = {k: v for k, v in zip(keys, combo) if applies(k, alg)}
         own = (rule_fields or {}).get(alg, {})
         spec = TrainSpec(algorithm=alg, model=model, target_epsilon=eps, **{**base, **own, **setting})
         bank = train_bank(X, y, g, membership, spec, n_classes=data.n_classes,
@@ -197,7 +203,7 @@ def main(argv: list[str] | None = None) -> int:
         Path(tmp).write_text(json.dumps(doc, indent=1) + "\n")
     w = max(len(k) for k in grid) if grid else 0
     for r in rows:
-        setting = " ".join(f"{k}={r[k]}" for k in grid).ljust(w + 20)
+        setting = " ".join(f"{k}={r.get(k, '—')}" for k in grid).ljust(w + 20)  # —: not a setting of the rule
         eps = "—" if r["epsilon"] is None else f"{r['epsilon']:g}"
         flag = "  DEGENERATE" if r["degenerate"] else ""
         print(f"{setting} {r['algorithm']:>20} ε={eps:>4}  acc {100 * r['val_accuracy']:.2f}%  balanced "
