@@ -30,7 +30,7 @@ from opacus.optimizers import DPOptimizer
 
 from ..engine.accounting import split_sigma
 from ..rules.dpsgd_s import GroupQuantileClip
-from ._shared import _generate_noise, _GroupBounds, _make_private, _norms
+from ._shared import _generate_noise, _GroupBounds, _make_private, _norms, _param_device
 
 __all__ = ["DPSGDSOptimizer", "make_private_dpsgd_s"]
 
@@ -49,9 +49,7 @@ class DPSGDSOptimizer(_GroupBounds, DPOptimizer):
                  count_floor: float | None = None, loss_reduction: str = "mean",
                  generator: torch.Generator | None = None, secure_mode: bool = False) -> None:
         self.grad_noise_multiplier = split_sigma(noise_multiplier, sigma_b)
-        device = next(p.device for g in optimizer.param_groups for p in g["params"])
-        if generator is not None and generator.device.type != torch.device(device).type:
-            raise ValueError(f"the noise generator is on {generator.device}, the parameters on {device}")
+        device = _param_device(optimizer, generator)
         # The quantile rule itself is the engine's (one implementation): counts -> released -> new Q.
         self._rule = GroupQuantileClip(1, n_groups, self.grad_noise_multiplier, sigma_b=sigma_b, tau=tau, gamma=gamma,
                                        eta=eta_q, c_min=c_min, q_init=q_init, q_max=q_max, floor=count_floor,

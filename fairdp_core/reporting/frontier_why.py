@@ -144,7 +144,7 @@ def outcome(r: pd.Series) -> str:
 
 
 def ablation_reading(points: pd.DataFrame, r, planned: dict | None = None, *, c0_only: bool = False,
-                     first: int | None = None) -> dict | None:
+                     first: int | None = None) -> dict:
     """The ablation against the paper rule (docs/frontier.md, "Ablation"): per seed, the ablation's effect at equal
     accuracy minus the paper rule's (each against that seed's DP-SGD frontier, cross-fitted), with its 95% t interval
     (descriptive, unadjusted), and a TOST equivalence reading at a margin of 20% of DP-SGD's Δ at the rule's accuracy
