@@ -18,10 +18,12 @@ export MALLOC_TRIM_THRESHOLD_ ?= 68719476736
 # MKL's result bits depend on memory alignment unless conditional numerical reproducibility is on (see
 # fairdp_core/stages/__init__.py): a bank is the same bytes in every process.
 export MKL_CBWR ?= COMPATIBLE
-# torch's kernels round differently per vector width: AVX2's everywhere the CPU has them, so AVX2 and AVX-512 machines
-# give the same bits (fairdp_core/stages/__init__.py sets the same for a stage started without make).
+# torch's kernels (and numpy's OpenBLAS's) round differently per vector width: AVX2's everywhere the CPU has them, so
+# AVX2 and AVX-512 machines give the same bits (fairdp_core/stages/__init__.py sets the same for a stage started
+# without make).
 ifneq ($(shell grep -qw avx2 /proc/cpuinfo 2>/dev/null && echo y),)
 export ATEN_CPU_CAPABILITY ?= avx2
+export OPENBLAS_CORETYPE ?= Haswell
 endif
 
 .PHONY: install test test-slow repro lint clean-venv synth-venv

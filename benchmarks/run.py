@@ -558,6 +558,7 @@ def _ratio(base: list[float], times: list[float], digits: int) -> dict:
 
 
 PAIRS_PER_STEP = "pairs every step"
+MKL_FLOAT64 = "MKL float64"  # version 4: the Gram route's float64 products through torch's MKL (under MKL_CBWR)
 
 
 def _input_pairs_seconds(X) -> dict[int, float]:
@@ -583,29 +584,34 @@ def rule_cost(out: Path, *, rounds: int) -> None:
     interleaved rounds after an untimed one; the ratio is the median of per-round ratios, with its range. The paper
     rules are timed twice: as the engine runs them (the CNN's one-pass group sums; on the dense backend with K > 2
     the Gram matrix of the sums and the release drawn from it) and with K passes of the clipped sum and the full
-    release (the code before both), in the same rounds."""
+    release (the code before both), in the same rounds; on the dense backend with K > 2 also as versions 4 (the
+    Gram matrix's float64 products through torch's MKL) and 3 (MKL, and the input pairs formed every step)."""
     from fairdp_core.engine import backends
 
     env = _bench_env(rounds)
-    arms = [(r, "engine") for r in RULE_COST_RULES] + [(r, how) for how in ("K passes", PAIRS_PER_STEP)
+    arms = [(r, "engine") for r in RULE_COST_RULES] + [(r, how) for how in ("K passes", PAIRS_PER_STEP, MKL_FLOAT64)
                                                        for r in ("dpsgd_s_paper", "dpsgd_s_paper_code")]
     engine_path = {(c, a): getattr(c, a) for c in (backends.DenseBackend, backends.LayerBackend)
                    for a in ("group_sums", "reads_gram", "cache_inputs")}
+    f64_bmm = backends._f64_bmm
 
     def timed(wl, data, alg, how, steps):
         K, M, _, _ = RULE_COST_PLAN[wl]
         X, y, g, C, model_name = data
-        if how == PAIRS_PER_STEP and not (K > 2 and model_name in ("lr", "mlp")):
+        if how in (PAIRS_PER_STEP, MKL_FLOAT64) and not (K > 2 and model_name in ("lr", "mlp")):
             return float("nan")  # the dense backend's Gram route only
+        if how in (PAIRS_PER_STEP, MKL_FLOAT64):
+            backends._f64_bmm = torch.bmm
         if how != "engine":
             for c, a in engine_path:
-                if how == "K passes" or a == "cache_inputs":
+                if how == "K passes" or (how == PAIRS_PER_STEP and a == "cache_inputs"):
                     setattr(c, a, getattr(backends.Backend, a))
         try:
             return _rule_bank(X, y, g, C, model_name, M=M, algorithm=alg, steps=steps, K=K)
         finally:
             for (c, a), f in engine_path.items():
                 setattr(c, a, f)
+            backends._f64_bmm = f64_bmm
 
     data = {}
     for wl, (K, _M, steps, _) in RULE_COST_PLAN.items():
@@ -634,8 +640,9 @@ def rule_cost(out: Path, *, rounds: int) -> None:
              f"{env['load_avg_after']} after. Groups drawn uniformly. The paper rules also with K passes of the "
              "clipped sum and the full release (the code before the one-pass sums and the Gram matrix) and, on the "
              f"MLP, with the first layer's input pairs formed every step ({PAIRS_PER_STEP}: numerics version 3, "
-             "before the cache), in the same rounds. The cache of the inputs' pairs is built once per bank, outside "
-             "the steps timed (median of 3): "
+             f"before the cache) and with the Gram matrix's float64 products through torch's MKL ({MKL_FLOAT64}: "
+             "version 4, before numpy's OpenBLAS), in the same rounds. The cache of the inputs' pairs is built once "
+             "per bank, outside the steps timed (median of 3): "
              + ", ".join(f"n = {n:,}: {t} s" for n, t in env["input_pairs_s"].items())
              + " (a claims run of the MNIST MLP cell, n = 10,000, has about 780 steps).", "",
              "| workload | K | M | rule | group statistics | DP-SGD ms/step | rule ms/step | rule ÷ DP-SGD | range | target "

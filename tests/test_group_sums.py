@@ -106,3 +106,35 @@ def test_dense_group_gram_from_cached_inputs_equals_the_gram_of_the_k_sums(model
     monkeypatch.setattr(DenseBackend, "INPUT_PAIRS_MAX_N", n - 1)
     assert not backend.cache_inputs(X)
     torch.testing.assert_close(backend.group_gram(ctx, f, g, K, rows=rows), want, **tol)
+
+
+def test_float64_products_go_through_numpys_blas_at_torchs_thread_count(monkeypatch):
+    """The Gram route's float64 products (engine/backends.py ``_f64_bmm``, numerics version 5): torch.bmm's values to
+    float64 rounding (a float32 product would miss by about 1e-7), on transposed views, as a fresh float64 tensor;
+    numpy's BLAS runs at torch's thread count inside it (its default here is every core, which would oversubscribe a
+    campaign's one-thread workers)."""
+    from threadpoolctl import threadpool_info
+
+    from fairdp_core.engine import backends
+
+    gen = torch.Generator().manual_seed(0)
+    a = torch.randn(3, 17, 9, dtype=torch.float64, generator=gen)
+    b = torch.randn(3, 11, 9, dtype=torch.float64, generator=gen)
+    got = backends._f64_bmm(a, b.transpose(1, 2))
+    assert got.dtype == torch.float64 and got.shape == (3, 17, 11)
+    torch.testing.assert_close(got, torch.bmm(a, b.transpose(1, 2)), rtol=1e-13, atol=1e-13)
+    seen, real = [], np.matmul
+
+    def spy(x, y):
+        seen.append({i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"})
+        return real(x, y)
+
+    monkeypatch.setattr(np, "matmul", spy)
+    threads = torch.get_num_threads()
+    try:
+        for want in (1, 2):
+            torch.set_num_threads(want)
+            backends._f64_bmm(a, b.transpose(1, 2))
+            assert seen[-1] == {want}
+    finally:
+        torch.set_num_threads(threads)

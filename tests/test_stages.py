@@ -228,6 +228,32 @@ def test_a_stage_runs_torchs_avx2_kernels_wherever_the_cpu_has_them(tmp_path):
     assert probe(ATEN_CPU_CAPABILITY="default") == ["default", "DEFAULT"]
 
 
+def test_a_stage_runs_openblas_haswell_kernels_wherever_the_cpu_has_avx2(tmp_path):
+    """numpy's OpenBLAS (the paper rules' float64 Gram products) also picks its kernels per CPU: a stage re-execs
+    itself with OPENBLAS_CORETYPE=Haswell on a CPU with AVX2 (the kernels OpenBLAS then reports), keeps a value the
+    user set (OpenBLAS runs that one), and sets nothing on a CPU without AVX2."""
+    from fairdp_core.stages import _has_avx2
+
+    (tmp_path / "probe_blas.py").write_text(
+        "import os, numpy\nfrom threadpoolctl import threadpool_info\n"
+        "print(os.environ.get('OPENBLAS_CORETYPE'), *[i.get('architecture') for i in threadpool_info()"
+        " if i['internal_api'] == 'openblas'])\n")
+    code = ("from fairdp_core.stages import reexec_with_malloc_env as r; r('probe_blas', []); "
+            "import runpy; runpy.run_module('probe_blas', run_name='__main__')")
+
+    def probe(**extra):
+        env = {k: v for k, v in os.environ.items() if k not in ("OPENBLAS_CORETYPE", "FAIRDP_NO_REEXEC")}
+        env.update(extra, PYTHONPATH=f"{tmp_path}{os.pathsep}{ROOT}")
+        return subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                              check=True).stdout.split()
+
+    if _has_avx2():
+        assert probe() == ["Haswell", "Haswell"]
+    else:
+        assert probe()[0] == "None"
+    assert probe(OPENBLAS_CORETYPE="Sandybridge") == ["Sandybridge", "Sandybridge"]
+
+
 def test_no_stage_tracks_execution_knobs():
     for name, st in DVC.items():
         params = [p for p in (st.get("do", st).get("params") or []) if isinstance(p, str)]

@@ -16,7 +16,9 @@ The loss is the per-sample cross-entropy; ``per_sample`` returns norms [M, W] an
 from __future__ import annotations
 
 import copy
+import functools
 
+import numpy as np
 import torch
 from torch import nn
 from torch.func import functional_call, grad, vmap
@@ -51,6 +53,25 @@ def _row_sq(x: torch.Tensor, chunk_elems: int = 1 << 18) -> torch.Tensor:
         part = x[s:s + rows]
         torch.sum(part * part, -1, out=out[s:s + rows])
     return out
+
+
+@functools.cache
+def _blas() -> object:
+    """numpy's BLAS libraries (threadpoolctl), for :func:`_f64_bmm`'s thread limit."""
+    from threadpoolctl import ThreadpoolController
+
+    return ThreadpoolController().select(user_api="blas")
+
+
+def _f64_bmm(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """``torch.bmm(a, b)`` of float64 stacks. On a CPU through numpy's BLAS (OpenBLAS) at torch's thread count: under
+    the stages' ``MKL_CBWR=COMPATIBLE`` torch's MKL runs its float64 GEMM on a generic code path, 6x slower here for
+    the MLP's [W, 256] x [256, W] pairs (docs/performance.md, "Reproducibility costs"). The two round differently in
+    the last bits (about 1e-15 relative); what reads the Gram matrix rounds it to float32 bounds."""
+    if a.device.type != "cpu":
+        return torch.bmm(a, b)
+    with _blas().limit(limits=torch.get_num_threads()):
+        return torch.from_numpy(np.matmul(a.detach().numpy(), b.detach().numpy()))
 
 
 class Backend:
@@ -163,7 +184,7 @@ class DenseBackend(Backend):
             self._input_pairs = None
             return False
         x = X.reshape(n, -1).double()
-        self._input_pairs = torch.mm(x, x.T).add_(1.0)
+        self._input_pairs = _f64_bmm(x.unsqueeze(0), x.T.unsqueeze(0))[0].add_(1.0)
         return True
 
     def group_gram(self, ctx, factors, groups, K, rows=None):
@@ -192,20 +213,20 @@ class DenseBackend(Backend):
                 n = self._input_pairs.shape[0]
                 at = (rows.unsqueeze(-1) * n + rows.unsqueeze(-2)).view(-1)  # [M, W, W]: (i, j) in the cache
                 a_pairs = self._input_pairs.view(-1).index_select(0, at).view(M, W, W)
-                pairs = torch.bmm(fd64, fd64.transpose(1, 2)).mul_(a_pairs)
-                gram += torch.bmm(Hd.transpose(1, 2), torch.bmm(pairs, Hd))
+                pairs = _f64_bmm(fd64, fd64.transpose(1, 2)).mul_(a_pairs)
+                gram += _f64_bmm(Hd.transpose(1, 2), _f64_bmm(pairs, Hd))
                 continue
             a1 = torch.cat([a, a.new_ones(M, W, 1)], -1)
             if W * (n_in + n_out) < K * n_in * n_out:
                 # in float64: the group sums of nearly cancelling pairs are small differences of large terms, and
                 # the release's square root of the Gram matrix would turn a float32 error E into about √E
                 fd64, a64 = fd.double(), a1.double()
-                pairs = torch.bmm(fd64, fd64.transpose(1, 2)).mul_(torch.bmm(a64, a64.transpose(1, 2)))
-                gram += torch.bmm(Hd.transpose(1, 2), torch.bmm(pairs, Hd))
+                pairs = _f64_bmm(fd64, fd64.transpose(1, 2)).mul_(_f64_bmm(a64, a64.transpose(1, 2)))
+                gram += _f64_bmm(Hd.transpose(1, 2), _f64_bmm(pairs, Hd))
             else:
                 hfd = (H.unsqueeze(-1) * fd.unsqueeze(2)).flatten(2)  # [M, W, K·out]: sample i's δ in its group's slot
                 sums = torch.bmm(hfd.transpose(1, 2), a1).view(M, K, n_out * n_in).double()
-                gram += torch.bmm(sums, sums.transpose(1, 2))
+                gram += _f64_bmm(sums, sums.transpose(1, 2))
         return gram
 
 

@@ -190,7 +190,7 @@ def ray_connect(address: str | None, num_cpus: int) -> None:
     if ray.is_initialized():
         return
     env = {k: os.environ[k] for k in ("MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_", "MKL_CBWR",
-                                         "ATEN_CPU_CAPABILITY")
+                                         "ATEN_CPU_CAPABILITY", "OPENBLAS_CORETYPE")
            if k in os.environ}  # the stage's allocator, MKL and kernel settings, in every Ray worker
     try:
         if address in (None, "local"):

@@ -32,8 +32,9 @@ class DPSGDSPaper(Rule):
     label = "DP-SGD-S (paper rule)"
     color = "#009E73"
     numerics = 2  # since the per-group sums are one pass over the batch (engine/backends.py, group_sums)
-    numerics_gram = 4  # the dense backend with K > 2: the release drawn from the sums' Gram matrix (noised_gram)
-    # (4: the first layer's input pairs gathered from a cache of the training inputs, DenseBackend.cache_inputs)
+    numerics_gram = 5  # the dense backend with K > 2: the release drawn from the sums' Gram matrix (noised_gram)
+    # (4: the first layer's input pairs gathered from a cache of the training inputs, DenseBackend.cache_inputs;
+    # 5: the Gram matrix's float64 products through numpy's BLAS, engine/backends.py _f64_bmm)
     config = "dpsgd_s_paper"
     settings = Settings
     fields = ("ratio_cap", "sigma_s", "sigma_b", "c_min", "count_floor")

@@ -17,7 +17,7 @@ class DPSGDSPaperCode(Rule):
     label = "DP-SGD-S (paper code, not guaranteed)"
     color = "#CC79A7"
     numerics = 2  # since the per-group sums are one pass over the batch (engine/backends.py, group_sums)
-    numerics_gram = 4  # the dense backend with K > 2: the sums' norms from their Gram matrix
+    numerics_gram = 5  # the dense backend with K > 2: the sums' norms from their Gram matrix (as dpsgd_s_paper's)
     # (4: the first layer's input pairs gathered from a cache of the training inputs, DenseBackend.cache_inputs)
     guaranteed = False
     config = "dpsgd_s_paper"  # the paper rule's section and schema

@@ -42,6 +42,10 @@ def _has_avx2() -> bool:
 # check the CPU against this variable, so it is set only where AVX2 exists. A user who sets it keeps theirs.
 if os.environ.get("ATEN_CPU_CAPABILITY") or _has_avx2():
     REPRO_ENV["ATEN_CPU_CAPABILITY"] = os.environ.get("ATEN_CPU_CAPABILITY") or "avx2"
+# numpy's OpenBLAS (the paper rules' float64 Gram products, engine/backends.py _f64_bmm) also picks its kernels per
+# CPU: its Haswell (AVX2) kernels wherever the CPU has AVX2, what an AVX2 machine picks by itself.
+if os.environ.get("OPENBLAS_CORETYPE") or _has_avx2():
+    REPRO_ENV["OPENBLAS_CORETYPE"] = os.environ.get("OPENBLAS_CORETYPE") or "Haswell"
 
 
 def reexec_with_malloc_env(module: str, argv: list[str]) -> None:

@@ -115,7 +115,8 @@ def numerics_of(algorithm: str, model: str | None = None, n_groups: int | None =
     rule's own (``Rule.numerics``) where a later change moved only that rule's bits. The paper rules' version 2 is
     their one-pass group sums (the CNNs); on the dense backend (LR, MLP) a run with ``n_groups`` ≤ 2 keeps K passes
     and the engine's bits and version, and one with more groups reads the sums' Gram matrix (``Rule.numerics_gram``,
-    version 4: the first layer's input pairs cached; 3 formed them every step)."""
+    version 5: its float64 products through numpy's BLAS; 4 through torch's MKL; 3 formed the first layer's input
+    pairs every step)."""
     from ..rules import get
 
     rule = get(algorithm)
