@@ -8,6 +8,7 @@
     python benchmarks/run.py --cnn-step [--repeats 5]   # where a CNN's DP-SGD step goes, per model and step
     python benchmarks/run.py --rule-cost [--rounds 5]   # each rule's time ÷ DP-SGD's at K = 2 and 10 groups
     python benchmarks/run.py --opacus-rule-cost [--rounds 5]   # the same on the Opacus route, ÷ Opacus's DP-SGD
+    python benchmarks/run.py --mkl-cbwr [--rounds 5]   # a DP-SGD step under each MKL_CBWR setting, fresh processes
 
 Writes ``results.json`` (a list of records: workload, method, n_models, samples_per_s, model_epochs_per_s,
 gflops, ...) and ``results.md``. Workloads use synthetic data of the study's shapes: Adult-shaped (n = 32,000,
@@ -156,6 +157,8 @@ def main() -> None:
                     help="the Opacus route: each make_private_<rule> ÷ Opacus's DP-SGD (benchmarks/opacus_rule_cost.md)")
     ap.add_argument("--rule-cost", action="store_true",
                     help="each clipping rule's time per step ÷ DP-SGD's, K = 2 and 10 groups (benchmarks/rule_cost.md)")
+    ap.add_argument("--mkl-cbwr", action="store_true",
+                    help="a DP-SGD step (LR, MLP) under each MKL_CBWR setting, one fresh process each (mkl_cbwr.md)")
     ap.add_argument("--cnn-step", action="store_true",
                     help="only where a CNN's DP-SGD step goes, per model and step, against SGD's (one thread)")
     args = ap.parse_args()
@@ -169,6 +172,10 @@ def main() -> None:
         if args.rounds < 5:
             ap.error("--rounds: at least 5 interleaved rounds")
         return rule_cost(Path(args.out), rounds=args.rounds)
+    if args.mkl_cbwr:
+        if args.rounds < 5:
+            ap.error("--rounds: at least 5 interleaved rounds")
+        return mkl_cbwr(Path(args.out), rounds=args.rounds)
     if args.cnn_step:
         return cnn_step(Path(args.out), repeats=max(args.repeats, 5))
     if args.ratios:
@@ -653,6 +660,59 @@ def rule_cost(out: Path, *, rounds: int) -> None:
                      f"| {r['ratio_min']:.2f}–{r['ratio_max']:.2f} | {r['target']:.1f} "
                      f"| {'yes' if r['ratio'] <= r['target'] else 'no'} |")
     (out / "rule_cost.md").write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+
+
+CBWR_SETTINGS = ("COMPATIBLE", "AVX2", "AUTO")
+CBWR_PLAN = {"mnist_mlp": (8, 12), "adult_lr": (128, 60)}  # workload: (M, steps)
+_CBWR_CHILD = """
+import sys, torch, numpy as np
+sys.path.insert(0, {here!r})
+import run as R
+torch.set_num_threads(1)
+X, y, C, model_name = R.workload({wl!r})
+g = np.random.default_rng(1).integers(0, 2, len(y))
+R._rule_bank(X, y, g, C, model_name, M={M}, algorithm="dpsgd", steps=3, K=2)
+print(R._rule_bank(X, y, g, C, model_name, M={M}, algorithm="dpsgd", steps={steps}, K=2))
+"""
+
+
+def mkl_cbwr(out: Path, *, rounds: int) -> None:
+    """Seconds per DP-SGD step of one bank under each ``MKL_CBWR`` setting (MKL reads it once, at its first call, so
+    each measurement is a fresh process), ``rounds`` interleaved rounds, the settings in reverse order every other
+    round; per setting the median, and the median per-round ratio to COMPATIBLE (the stages' setting) with its
+    range. COMPATIBLE and AVX2 are both reproducible (AVX2 on CPUs with AVX2); AUTO is not."""
+    import subprocess
+    import sys
+
+    env = {**_bench_env(rounds), "threads": 1}  # each child process's torch threads
+    per: dict[tuple[str, str], list[float]] = {}
+    for rnd in range(rounds):
+        for wl, (M, steps) in CBWR_PLAN.items():
+            for setting in (CBWR_SETTINGS if rnd % 2 == 0 else CBWR_SETTINGS[::-1]):
+                code = _CBWR_CHILD.format(here=str(Path(__file__).parent), wl=wl, M=M, steps=steps)
+                res = subprocess.run([sys.executable, "-c", code], env={**os.environ, "MKL_CBWR": setting},
+                                     capture_output=True, text=True, check=True)
+                per.setdefault((wl, setting), []).append(float(res.stdout.split()[-1]))
+        print(f"round {rnd + 1} of {rounds} done", flush=True)
+    env["load_avg_after"] = round(os.getloadavg()[0], 2)
+    records = []
+    for wl, (M, steps) in CBWR_PLAN.items():
+        for setting in CBWR_SETTINGS:
+            r = _ratio(per[(wl, "COMPATIBLE")], per[(wl, setting)], 2)
+            records.append({"workload": wl, "n_models": M, "steps": steps, "MKL_CBWR": setting,
+                            "compatible_ms_per_step": r.pop("base_ms"), **r})
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "mkl_cbwr.json").write_text(json.dumps({"environment": env, "records": records}, indent=1))
+    lines = [f"A DP-SGD step of one bank under each MKL_CBWR setting, one fresh process per measurement: "
+             f"{env['threads']} threads, torch {env['torch']}, commit {env['commit']}, medians of {rounds} interleaved "
+             f"rounds (the ratio to COMPATIBLE, the stages' setting: the median of per-round ratios, with its range); "
+             f"load average {env['load_avg_before']} before, {env['load_avg_after']} after.", "",
+             "| workload | M | MKL_CBWR | ms/step | ÷ COMPATIBLE | range |", "|---|---|---|---|---|---|"]
+    for r in records:
+        lines.append(f"| {r['workload']} | {r['n_models']} | {r['MKL_CBWR']} | {r['rule_ms_per_step']} "
+                     f"| {r['ratio']:.2f} | {r['ratio_min']:.2f}–{r['ratio_max']:.2f} |")
+    (out / "mkl_cbwr.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
 
 
