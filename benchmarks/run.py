@@ -716,7 +716,7 @@ def mkl_cbwr(out: Path, *, rounds: int) -> None:
     print("\n".join(lines))
 
 
-OPACUS_RULES = ("dpsgd_s", "dpsgd_f", "global_adapt", "adaclip")
+OPACUS_RULES = ("dpsgd_s", "dpsgd_s_paper", "dpsgd_f", "global_adapt", "adaclip")
 
 
 def _opacus_rule_step(X, y, g, C, model_name, *, rule: str, K: int, steps: int) -> float:
@@ -736,6 +736,8 @@ def _opacus_rule_step(X, y, g, C, model_name, *, rule: str, K: int, steps: int) 
     elif rule == "dpsgd_s":
         model, opt, loader = oc.make_private_dpsgd_s(pe, sigma_b=20.0, n_groups=K, tau=1.0, gamma=0.75, eta_q=0.2,
                                                      q_init=1.0, **common)
+    elif rule == "dpsgd_s_paper":
+        model, opt, loader = oc.make_private_dpsgd_s_paper(pe, n_groups=K, clip=1.0, **common)
     elif rule == "dpsgd_f":
         model, opt, loader = oc.make_private_dpsgd_f(pe, sigma_b=20.0, n_groups=K, clip=1.0, **common)
     elif rule == "global_adapt":

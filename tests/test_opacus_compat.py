@@ -1,4 +1,5 @@
-"""Agreement with Opacus: one DP-SGD step, DP-SGD-S through PrivacyEngine, and accuracy on real Adult data."""
+"""Agreement with Opacus: one DP-SGD step, DP-SGD-S and the paper's rule made DP through PrivacyEngine, and accuracy on
+real Adult data."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from torch.utils.data import DataLoader, TensorDataset
 from fairdp_core.engine import TrainSpec, clip_factors, epsilon, make_backend, stack_params, train_bank
 from fairdp_core.engine.accounting import combine_sigmas
 from fairdp_core.models import build_model
-from fairdp_core.opacus_compat import DPSGDSOptimizer, make_private_dpsgd_s
+from fairdp_core.opacus_compat import DPSGDSOptimizer, DPSGDSPaperOptimizer, make_private_dpsgd_s, make_private_dpsgd_s_paper
 
 
 def _opacus_step(module, x, y, *, sigma, C, B, generator=None):
@@ -132,6 +133,119 @@ def test_dpsgd_s_optimizer_clips_per_group_like_the_engine():
     want = be.clipped_sum(ctx, clip_factors(norms, grp[None], torch.tensor([[0.3, 1.5]])))
     for n in got:
         torch.testing.assert_close(got[n], want[n][0] / 20, atol=1e-6, rtol=1e-4)
+
+
+def _paper_batch(seed=3, n=40, d=5):
+    torch.manual_seed(seed)
+    mod = build_model("lr", (d,), 2)
+    x, y = torch.randn(n, d) * 3, torch.randint(0, 2, (n,))
+    grp = (torch.arange(n) % 4 == 0).long() * 2 + (torch.arange(n) % 7 == 0).long()  # 3 groups of unequal sizes
+    return mod, x, y, grp.clamp(max=2)
+
+
+def _paper_step(opt, gsm, batches):
+    """One logical step of ``opt`` over physical ``batches`` [(x, y, groups)] (virtual steps between them, as
+    Opacus's BatchMemoryManager takes them: zero_grad keeps a skipped step's clipped sum)."""
+    for i, (x, y, grp) in enumerate(batches):
+        opt.zero_grad()
+        nn.functional.cross_entropy(gsm(x), y).backward()
+        opt.set_groups(grp)
+        if i < len(batches) - 1:
+            opt.signal_skip_step(do_skip=True)
+        opt.step()
+
+
+def test_paper_rule_optimizer_releases_the_engines_sums_and_sets_its_bounds(monkeypatch):
+    """With the release's noise switched off: the released sums are the engine backend's per-group sums of the
+    gradients clipped at C0 (not at the group bounds), the counts are the group sizes, the bounds of the next step
+    are the engine rule's from them, and the step clips each group at the bound set before it, as the engine does. The sums and counts of two virtual steps add up to those of their one logical batch."""
+    from fairdp_core.opacus_compat import DPSGDSPaperOptimizer, dpsgd_s_paper
+    from fairdp_core.rules.dpsgd_s_paper import GroupMeanRatioClip
+
+    zero = lambda std, reference, generator, secure_mode: torch.zeros_like(reference)  # noqa: E731
+    monkeypatch.setattr(dpsgd_s_paper, "_generate_noise", zero)
+    mod, x, y, grp = _paper_batch()
+    n, K, C0 = len(y), 3, 0.8
+    be = make_backend(mod)
+    norms, ctx = be.per_sample(stack_params([mod]), x[None], y[None])
+    rule = GroupMeanRatioClip(1, K, 1.0, clip=C0, ratio_cap=2.0, sigma_s=10.0, sigma_b=10.0, c_min=0.01,
+                              generators=[None])
+    want_sums = be.group_sums(ctx, rule.sum_factors(norms), grp[None], K)
+    want_flat = torch.cat([want_sums[n_].flatten(2) for n_ in ("fc.weight", "fc.bias")], 2)[0]
+    want_counts = torch.bincount(grp, minlength=K).float()
+    want_bounds = rule.bounds_from_release(want_flat[None], want_counts[None])[0]
+    assert not torch.allclose(want_bounds, torch.full((K,), C0))  # the check can tell the bounds moved
+    set_before = torch.tensor([[0.3, 1.5, 0.8]])  # other than C0, and another order than want_bounds
+    for split in ([slice(0, n)], [slice(0, 17), slice(17, n)]):
+        gsm = GradSampleModule(_copy(mod))
+        opt = DPSGDSPaperOptimizer(torch.optim.SGD(gsm.parameters(), lr=1.0), noise_multiplier=1.0, n_groups=K,
+                                   expected_batch_size=n, clip=C0, sigma_s=10.0, sigma_b=10.0)
+        opt.grad_noise_multiplier = 0.0  # isolate the clipping
+        opt._rule._b = set_before.clone()  # as a previous step's release would have set them
+        before = {k: v.detach().clone() for k, v in gsm.named_parameters()}
+        _paper_step(opt, gsm, [(x[s], y[s], grp[s]) for s in split])
+        torch.testing.assert_close(opt.released_sums, want_flat, atol=1e-6, rtol=1e-5)
+        torch.testing.assert_close(opt.released_counts, want_counts)
+        torch.testing.assert_close(opt.bounds, want_bounds, atol=1e-6, rtol=1e-5)
+        step = {k.removeprefix("_module."): before[k] - p.detach() for k, p in gsm.named_parameters()}
+        clipped = be.clipped_sum(ctx, clip_factors(norms, grp[None], set_before))
+        for k in step:
+            torch.testing.assert_close(step[k], clipped[k][0] / n, atol=1e-6, rtol=1e-4)
+
+
+def test_paper_rule_optimizer_noise_scales_and_accounting(tmp_path):
+    """Through PrivacyEngine: σ_g from σ_eff, σ_s and σ_b (the engine's defaults √10·σ_eff and B/20 where unset);
+    the accountant charged σ_eff; the released sums' noise has sd σ_s·C0 and the counts' σ_b (seeded, within 3 and
+    25 % over 2·P·60 and 120 draws: a sums' scale without C0 misses); the next step's bounds are the engine rule's
+    from the release alone; the model still learns."""
+    from fairdp_core.rules.dpsgd_s_paper import GroupMeanRatioClip
+
+    rng = np.random.default_rng(0)
+    n, d = 2000, 6
+    X = rng.normal(size=(n, d)).astype(np.float32)
+    g = (rng.random(n) < 0.2).astype(np.int64)
+    w = rng.normal(size=d)
+    y = ((X @ w + 2.0 * g + 0.3 * rng.normal(size=n)) > 0).astype(np.int64)
+    torch.manual_seed(0)
+    model = build_model("mlp", (d,), 2, hidden=256)
+    engine = PrivacyEngine(accountant="rdp")
+    sigma_eff, B, C0 = 0.9, 100, 0.7
+    model, opt, loader = make_private_dpsgd_s_paper(
+        engine, module=model, optimizer=torch.optim.SGD(model.parameters(), lr=0.5), data_loader=_loader(X, y, g, B, 0),
+        noise_multiplier=sigma_eff, n_groups=2, clip=C0, generator=torch.Generator().manual_seed(1))
+    assert isinstance(opt, DPSGDSPaperOptimizer)
+    assert (opt.sigma_s, opt.sigma_b) == (pytest.approx(10 ** 0.5 * sigma_eff), pytest.approx(B / 20))
+    assert combine_sigmas(opt.grad_noise_multiplier, opt.sigma_s, opt.sigma_b) == pytest.approx(sigma_eff)
+    ref = GroupMeanRatioClip(1, 2, 1.0, clip=C0, ratio_cap=2.0, sigma_s=opt.sigma_s, sigma_b=opt.sigma_b, c_min=0.01,
+                             generators=[None])
+    steps, sums_noise, counts_noise = 0, [], []
+    for _ in range(3):
+        for xb, yb, gb in loader:
+            opt.zero_grad()
+            nn.functional.cross_entropy(model(xb), yb).backward()
+            opt.set_groups(gb)
+            gs = torch.cat([p.grad_sample.reshape(len(xb), -1) for p in opt.params], 1)
+            f0 = torch.clamp(C0 / (gs.norm(dim=1) + 1e-6), max=1.0)
+            exact = torch.stack([(gs * (f0 * (gb == k))[:, None]).sum(0) for k in range(2)])
+            opt.step()
+            # the next step's bounds from the release alone
+            torch.testing.assert_close(opt.bounds, ref.bounds_from_release(opt.released_sums[None],
+                                                                           opt.released_counts[None])[0])
+            sums_noise.append((opt.released_sums - exact).flatten())
+            counts_noise.append(opt.released_counts - torch.bincount(gb, minlength=2))
+            steps += 1
+    q = 1 / len(loader)
+    assert engine.accountant.history[-1][0] == pytest.approx(sigma_eff)
+    assert engine.get_epsilon(1e-5) == pytest.approx(epsilon(sigma_eff, sample_rate=q, steps=steps, delta=1e-5))
+    assert torch.cat(sums_noise).std().item() == pytest.approx(opt.sigma_s * C0, rel=0.03)
+    assert torch.cat(counts_noise).std().item() == pytest.approx(opt.sigma_b, rel=0.25)
+    with torch.no_grad():
+        acc = (model(torch.as_tensor(X)).argmax(1).numpy() == y).mean()
+    assert acc > 0.8
+    with pytest.raises(RuntimeError, match="set_groups"):
+        opt.zero_grad()
+        nn.functional.cross_entropy(model(torch.as_tensor(X[:10])), torch.as_tensor(y[:10])).backward()
+        opt.step()
 
 
 @pytest.mark.slow

@@ -7,6 +7,9 @@ route adds its two modules and edits nothing else. Each optimizer reuses the eng
 implementation) and is charged σ_eff by the accountant hook:
 
 - DP-SGD-S: :class:`~.dpsgd_s.DPSGDSOptimizer`, :func:`~.dpsgd_s.make_private_dpsgd_s`;
+- the paper's rule made DP: :class:`~.dpsgd_s_paper.DPSGDSPaperOptimizer`,
+  :func:`~.dpsgd_s_paper.make_private_dpsgd_s_paper` (groups via ``set_groups``; it releases the noised per-group
+  sums of the gradients clipped at C0 and the noised counts, from which the next step's bounds are set);
 - DPSGD-F (Xu et al. 2021): :class:`~.dpsgd_f.DPSGDFOptimizer`, :func:`~.dpsgd_f.make_private_dpsgd_f` (groups via
   ``set_groups``; no virtual steps: its bounds are set from the noised counts of the whole batch they clip);
 - DPSGD-Global-Adapt (Esipova et al. 2023): :class:`~.global_adapt.GlobalAdaptOptimizer`,

@@ -37,6 +37,7 @@ class DPSGDSPaper(Rule):
     # 5: the Gram matrix's float64 products through numpy's BLAS, engine/backends.py _f64_bmm)
     config = "dpsgd_s_paper"
     settings = Settings
+    make_private = "make_private_dpsgd_s_paper"
     fields = ("ratio_cap", "sigma_s", "sigma_b", "c_min", "count_floor")
 
     def own_fields(self, train, run, override):
