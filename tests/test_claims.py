@@ -773,11 +773,12 @@ def test_a_campaign_worker_trains_its_bank_in_its_own_process(monkeypatch, claim
 
 
 @pytest.mark.parametrize(("old_dir", "new_dir", "versions"), [("claims_mnist", "numerics/mnist_mlp_v3", "1 → 3"),
-                                                                ("numerics/mnist_mlp_v3", "numerics/mnist_mlp_v4", "3 → 4")])
+                                                                ("numerics/mnist_mlp_v3", "numerics/mnist_mlp_v4", "3 → 4"),
+                                                                ("numerics/mnist_mlp_v4", "numerics/mnist_mlp_v5", "4 → 5")])
 def test_the_committed_numerics_check_recomputes_and_holds_zero(old_dir, new_dir, versions):
     """The MNIST MLP numerics checks (reports/paper/numerics/): the paper's rule made DP rerun at numerics 3 (the Gram
-    route) against its committed numerics-1 summaries, and at 4 (the cached input pairs) against those at 3, seed by
-    seed. The committed table is what numerics_shift gives from the committed summaries, and every interval holds 0
+    route) against its committed numerics-1 summaries, at 4 (the cached input pairs) against those at 3, and at 5
+    (the float64 products through numpy's BLAS) against those at 4, seed by seed. The committed table is what numerics_shift gives from the committed summaries, and every interval holds 0
     (the bump moves no result beyond chance)."""
     import json
 
