@@ -150,13 +150,31 @@ def test_a_hand_built_spec_holds_its_own_rules_defaults_and_no_other_rules_setti
     assert TrainSpec(algorithm="adaclip", target_epsilon=1.0).gamma == 0.5
     ga = TrainSpec(algorithm="global_adapt", target_epsilon=1.0)
     assert (ga.q_init, ga.gamma, ga.eta_q, ga.sigma_b, ga.tau) == (100.0, 0.9, 1.0, 10.0, 1.0)
-    with pytest.raises(ValueError, match=r"dpsgd_f has no setting 'q_max' \(its settings: sigma_b\)"):
+    with pytest.raises(ValueError, match=r"dpsgd_f has no setting 'q_max' \(its settings, as a TrainSpec stores "
+                                         r"them, with the rule's own name where it differs: sigma_b\)"):
         TrainSpec(algorithm="dpsgd_f", target_epsilon=1.0, q_max=7.0)
+    with pytest.raises(ValueError, match=r"adaclip has no setting 'tau' .*: gamma, eta_q \(eta\), sigma_b, c_min, q_max \(c_max\)\)"):
+        TrainSpec(algorithm="adaclip", target_epsilon=1.0, tau=3.0)
     dp = TrainSpec(algorithm="dpsgd", target_epsilon=1.0, gamma=0.75)  # a saved spec's layout value: accepted
     assert dp.gamma is None and {k: spec_fields(dp)[k] for k in KEY_DEFAULTS} == KEY_DEFAULTS
     assert release_key(dp) == 3101540507801965402
     assert release_key(TrainSpec(algorithm="adaclip", target_epsilon=1.0, gamma=0.75)) == 6163472827482034846
     assert release_key(ga) == 1079032084530664925
+
+
+def test_a_setting_without_a_default_must_be_given(monkeypatch):
+    """A rule whose Settings give a stored setting no default (required): a TrainSpec that leaves it unset is refused
+    in one line naming the setting and the field to give, instead of storing pydantic's "undefined" marker."""
+    from fairdp_core.schema import Fraction, Strict
+
+    rule = rules.get("adaclip")
+    own = dict(type(rule).settings.model_fields)
+    monkeypatch.setattr(type(rule), "settings", type("Settings", (Strict,), {
+        "__annotations__": {k: v.annotation for k, v in own.items() if k != "gamma"} | {"gamma": Fraction},
+        **{k: v.default for k, v in own.items() if k != "gamma"}}))
+    with pytest.raises(ValueError, match=r"adaclip: its setting 'gamma' has no default; give gamma=\.\.\."):
+        TrainSpec(algorithm="adaclip", target_epsilon=1.0)
+    assert TrainSpec(algorithm="adaclip", target_epsilon=1.0, gamma=0.3).gamma == 0.3
 
 
 def test_a_rule_that_reads_a_field_it_did_not_declare_fails_at_once(monkeypatch):

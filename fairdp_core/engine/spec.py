@@ -8,6 +8,8 @@ import json
 from dataclasses import asdict, dataclass
 from typing import Literal
 
+from pydantic_core import PydanticUndefined
+
 from ..rules import ALGORITHMS
 from ..rules import get as get_rule
 from .accounting import Accountant
@@ -78,22 +80,26 @@ class TrainSpec:
         pairs = self.settings.items() if isinstance(self.settings, dict) else self.settings
         object.__setattr__(self, "settings", tuple(sorted((str(k), v) for k, v in pairs)))
 
-
     def _own_settings(self) -> None:
         """The rule's fields at the rule's own defaults where left None; every other rule field None (see the class
-        docstring)."""
+        docstring). A setting whose ``Settings`` field has no default must be given."""
         rule = get_rule(self.algorithm)
         stored = stored_fields(self.algorithm)
         for key, legacy in KEY_DEFAULTS.items():
             value = getattr(self, key)
             if key not in stored:
                 if value is not None and value != legacy:
-                    raise ValueError(f"{self.algorithm} has no setting {key!r} (its settings: "
-                                     f"{', '.join(rule.fields) or 'none'})")
+                    shown = ", ".join(f"{k} ({v})" if k != v else k for k, v in stored.items()) or "none"
+                    raise ValueError(f"{self.algorithm} has no setting {key!r} (its settings, as a TrainSpec stores "
+                                     f"them, with the rule's own name where it differs: {shown})")
                 object.__setattr__(self, key, None)
             elif value is None:
                 field = rule.settings.model_fields.get(stored[key]) if rule.settings is not None else None
-                default = legacy if field is None else field.default  # a field its Settings do not hold: as stored
+                # a field its Settings do not hold: as stored
+                default = legacy if field is None else field.get_default(call_default_factory=True)
+                if default is PydanticUndefined:
+                    raise ValueError(f"{self.algorithm}: its setting {stored[key]!r} has no default; give "
+                                     f"{key}=... (the TrainSpec field that stores it)")
                 if default is not None:
                     object.__setattr__(self, key, tuple(default) if isinstance(default, list) else default)
 

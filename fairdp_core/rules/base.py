@@ -121,9 +121,8 @@ class Rule:
 
     def default_fields(self) -> dict[str, object]:
         """:meth:`plan_fields` at the rule's defaults (params.yaml's ``train.<config>`` unset, no grid point): the
-        TrainSpec fields a spec built outside the pipeline needs (:func:`fairdp_core.audit.custom.audit_model`), so
-        that, say, AdaClip trains with its own γ, not the engine's DP-SGD-S default under the same field name. A
-        ValueError where the defaults depend on the dataset."""
+        rule's settings as the pipeline would plan them with none given, for a spec built outside it
+        (:func:`fairdp_core.audit.custom.audit_model`). A ValueError where the defaults depend on the dataset."""
         from types import SimpleNamespace
 
         from ..config import ConfigError, TrainConfig
