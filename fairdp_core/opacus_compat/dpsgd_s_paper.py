@@ -15,7 +15,11 @@ Each step, as the engine trains the rule:
 gradient, the sums and the counts are one Gaussian mechanism per step (see :mod:`fairdp_core.engine.accounting`).
 σ_s defaults to √10·σ_eff and σ_b to B/20, the engine's defaults. Virtual steps (``BatchMemoryManager``): the sums
 and counts of the physical batches of one logical step are accumulated and released once, when the step is taken.
-Tell it the batch's groups with :meth:`DPSGDSPaperOptimizer.set_groups` before each ``step()``."""
+Tell it the batch's groups with :meth:`DPSGDSPaperOptimizer.set_groups` before each ``step()``.
+
+Its ``clip_and_accumulate`` forms the step's clipped sum and the K group sums together, one [1 + K, B] × [B, P]
+matmul per parameter, instead of Opacus's own pass plus one more: the per-sample gradients are read once (their
+norms once more, as Opacus does)."""
 
 from __future__ import annotations
 
@@ -23,6 +27,7 @@ import math
 
 import torch
 from opacus.optimizers import DPOptimizer
+from opacus.optimizers.optimizer import _check_processed_flag, _mark_as_processed
 
 from ..engine.accounting import split_sigma
 from ..rules.dpsgd_s_paper import GroupMeanRatioClip
@@ -76,17 +81,30 @@ class DPSGDSPaperOptimizer(_GroupBounds, DPOptimizer):
             groups = self._groups.to(norms.device)
             if len(groups) != len(norms):
                 raise ValueError(f"set_groups got {len(groups)} labels for a batch of {len(norms)}")
-            # [B, K]: sample i's factor min(1, C0 / ‖g_i‖) in its group's column, so that one matmul per parameter
-            # gives the K sums of the gradients clipped at C0
-            at_c0 = torch.nn.functional.one_hot(groups, self._rule.K).to(norms.dtype) \
-                * self._rule.sum_factors(norms).unsqueeze(1)
-            self._sums += torch.cat([at_c0.T @ g.reshape(len(g), -1) for g in self.grad_samples], 1)
-            self._counts += self._rule.group_counts(groups[None], torch.ones_like(norms)[None])[0]
-            # Opacus computes (max_grad_norm / (norm + 1e-6)).clamp(max=1): with per-sample bounds this is exactly
-            # rules.policy.clip_factors
+            # Opacus's (max_grad_norm / (norm + 1e-6)).clamp(max=1) with per-sample bounds (rules.policy.clip_factors)
             self.max_grad_norm = self.bounds[groups]
             self.last_sample_bounds = self.max_grad_norm.detach().clone()
-            super().clip_and_accumulate()
+            clip = (self.max_grad_norm / (norms + 1e-6)).clamp(max=1.0)
+            # [B, K]: sample i's factor min(1, C0 / ‖g_i‖) in its group's column: the K sums clipped at C0
+            at_c0 = torch.nn.functional.one_hot(groups, self._rule.K).to(norms.dtype) \
+                * self._rule.sum_factors(norms).unsqueeze(1)
+            # One read of each parameter's per-sample gradients for both (the [B, P] gradients are what costs): row 0
+            # the step's clipped sum, as Opacus's clip_and_accumulate forms it, rows 1..K the release's group sums
+            weights = torch.cat([clip.unsqueeze(1), at_c0], 1)
+            sums = []
+            for p in self.params:
+                _check_processed_flag(p.grad_sample)
+                grad_sample = self._get_flat_grad_sample(p).to(p.dtype)
+                both = weights.to(grad_sample.device, p.dtype).T @ grad_sample.reshape(len(grad_sample), -1)
+                grad = both[0].view(p.shape)
+                if p.summed_grad is not None:
+                    p.summed_grad += grad
+                else:
+                    p.summed_grad = grad
+                _mark_as_processed(p.grad_sample)
+                sums.append(both[1:])
+            self._sums += torch.cat(sums, 1).to(self._sums.device)
+            self._counts += self._rule.group_counts(groups[None], torch.ones_like(norms)[None])[0]
 
     def add_noise(self) -> None:
         self._add_gradient_noise()
