@@ -17,9 +17,9 @@ gradient, the sums and the counts are one Gaussian mechanism per step (see :mod:
 and counts of the physical batches of one logical step are accumulated and released once, when the step is taken.
 Tell it the batch's groups with :meth:`DPSGDSPaperOptimizer.set_groups` before each ``step()``.
 
-Its ``clip_and_accumulate`` forms the step's clipped sum and the K group sums together, one [1 + K, B] × [B, P]
-matmul per parameter, instead of Opacus's own pass plus one more: the per-sample gradients are read once (their
-norms once more, as Opacus does)."""
+Its ``clip_and_accumulate`` forms the step's clipped sum and the K group sums together, one sparse [1 + K, B] × [B, P]
+product per parameter (two entries a sample), instead of Opacus's own pass plus one more: the per-sample gradients
+are read once (their norms once more, as Opacus does)."""
 
 from __future__ import annotations
 
@@ -85,17 +85,21 @@ class DPSGDSPaperOptimizer(_GroupBounds, DPOptimizer):
             self.max_grad_norm = self.bounds[groups]
             self.last_sample_bounds = self.max_grad_norm.detach().clone()
             clip = (self.max_grad_norm / (norms + 1e-6)).clamp(max=1.0)
-            # [B, K]: sample i's factor min(1, C0 / ‖g_i‖) in its group's column: the K sums clipped at C0
-            at_c0 = torch.nn.functional.one_hot(groups, self._rule.K).to(norms.dtype) \
-                * self._rule.sum_factors(norms).unsqueeze(1)
-            # One read of each parameter's per-sample gradients for both (the [B, P] gradients are what costs): row 0
-            # the step's clipped sum, as Opacus's clip_and_accumulate forms it, rows 1..K the release's group sums
-            weights = torch.cat([clip.unsqueeze(1), at_c0], 1)
+            at_c0 = self._rule.sum_factors(norms)  # min(1, C0 / ‖g_i‖): the release's sums are clipped at C0
+            # [1 + K, B], sparse: row 0 the step's clipped sum (each sample at its factor, as Opacus's
+            # clip_and_accumulate forms it), row 1 + k the group sum of group k at C0. Two entries a sample, so one
+            # read of each parameter's per-sample gradients gives both (a dense [1 + K, B] matmul does K + 1 times
+            # the arithmetic, 4x slower here under MKL_CBWR=COMPATIBLE)
+            B, idx = len(groups), torch.arange(len(groups), device=groups.device)
+            rows = torch.cat([torch.zeros_like(groups), groups + 1])
+            vals = torch.cat([clip, at_c0])
+            weights = torch.sparse_coo_tensor(torch.stack([rows, torch.cat([idx, idx])]), vals, (1 + self._rule.K, B),
+                                              check_invariants=False).coalesce()
             sums = []
             for p in self.params:
                 _check_processed_flag(p.grad_sample)
                 grad_sample = self._get_flat_grad_sample(p).to(p.dtype)
-                both = weights.to(grad_sample.device, p.dtype).T @ grad_sample.reshape(len(grad_sample), -1)
+                both = torch.sparse.mm(weights.to(grad_sample.device, p.dtype), grad_sample.reshape(B, -1))
                 grad = both[0].view(p.shape)
                 if p.summed_grad is not None:
                     p.summed_grad += grad
