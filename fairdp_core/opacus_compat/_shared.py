@@ -36,8 +36,17 @@ class _GroupBounds:
         return self._rule.bounds()[0]
 
     def set_groups(self, groups: torch.Tensor) -> None:
-        """Group label (0..K-1) of every sample in the (physical) batch about to be stepped, [B]."""
-        self._groups = torch.as_tensor(groups, dtype=torch.int64)
+        """Group label (0..K-1) of every sample in the (physical) batch about to be stepped, [B]. Integer labels in
+        0..K-1 only: anything else is a ValueError here, before the step (a label out of range would clip a sample
+        at another group's bound and count it in another group's statistics; a float label would be truncated)."""
+        g = torch.as_tensor(groups)
+        if g.is_floating_point() or g.is_complex() or g.dtype == torch.bool:
+            raise ValueError(f"set_groups: integer group labels 0..{self._rule.K - 1}, got {g.dtype}")
+        g = g.to(torch.int64)
+        if g.numel() and (int(g.min()) < 0 or int(g.max()) >= self._rule.K):
+            raise ValueError(f"set_groups: group labels must lie in 0..{self._rule.K - 1}, got "
+                             f"{int(g.min())}..{int(g.max())}")
+        self._groups = g
 
     @contextlib.contextmanager
     def _one_batch(self):

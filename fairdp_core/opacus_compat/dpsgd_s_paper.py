@@ -95,20 +95,25 @@ class DPSGDSPaperOptimizer(_GroupBounds, DPOptimizer):
             vals = torch.cat([clip, at_c0])
             weights = torch.sparse_coo_tensor(torch.stack([rows, torch.cat([idx, idx])]), vals, (1 + self._rule.K, B),
                                               check_invariants=False).coalesce()
-            sums = []
+            grads, parts = [], []
             for p in self.params:
                 _check_processed_flag(p.grad_sample)
                 grad_sample = self._get_flat_grad_sample(p).to(p.dtype)
                 both = torch.sparse.mm(weights.to(grad_sample.device, p.dtype), grad_sample.reshape(B, -1))
-                grad = both[0].view(p.shape)
+                grads.append(both[0].view(p.shape).clone())  # not a view: the K sums' buffer is not kept
+                parts.append(both[1:])
+            sums = torch.cat(parts, 1).to(self._sums.device, self._sums.dtype)
+            counts = self._rule.group_counts(groups[None], torch.ones(B, device=groups.device)[None])[0]
+            # only now, with nothing left to fail, the step's state: a batch whose step raised leaves no trace in
+            # the next release
+            for p, grad in zip(self.params, grads):
                 if p.summed_grad is not None:
                     p.summed_grad += grad
                 else:
                     p.summed_grad = grad
                 _mark_as_processed(p.grad_sample)
-                sums.append(both[1:])
-            self._sums += torch.cat(sums, 1).to(self._sums.device)
-            self._counts += self._rule.group_counts(groups[None], torch.ones_like(norms)[None])[0]
+            self._sums += sums
+            self._counts += counts.to(self._counts.device)
 
     def add_noise(self) -> None:
         self._add_gradient_noise()
