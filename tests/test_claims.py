@@ -552,9 +552,10 @@ def test_one_numerics_version_per_arm_and_cell():
 
 
 def test_numerics_version_follows_the_code_path():
-    """The paper rules' version 2 is their one-pass group sums (the CNNs), version 4 the Gram matrix of the sums
-    with the cached input pairs (an LR or MLP run with more than two groups; 3 before the cache); with two groups the dense backend keeps K passes and the engine's
-    version; DP-SGD is the engine's."""
+    """The paper rules' version 2 is their one-pass group sums (the CNNs), version 5 the Gram matrix of the sums
+    with the cached input pairs and numpy's float64 products (an LR or MLP run with more than two groups; 4 with
+    MKL's products, 3 before the cache); with two groups the dense backend keeps K passes and the engine's version;
+    DP-SGD is the engine's."""
     from fairdp_core.study.claims import NUMERICS_VERSION, numerics_of, summary_numerics
 
     assert numerics_of("dpsgd_s_paper", "lr", 2) == numerics_of("dpsgd_s_paper_code", "mlp", 2) == NUMERICS_VERSION
