@@ -74,7 +74,7 @@ BREAKAGES = (
              "fairdp_core/engine/backends.py", "at = (rows.unsqueeze(-1) * n + rows.unsqueeze(-2)).view(-1)",
              "at = (rows.unsqueeze(-1) * n + (rows.unsqueeze(-2) + 1) % n).view(-1)"),
     Breakage("Gram of the group sums: cached input pairs without the bias's + 1 (MLP, LR)",
-             "fairdp_core/engine/backends.py", "torch.mm(x, x.T).add_(1.0)", "torch.mm(x, x.T)"),
+             "fairdp_core/engine/backends.py", "x.T.unsqueeze(0))[0].add_(1.0)", "x.T.unsqueeze(0))[0]"),
     Breakage("Gram release: the sums' noise at σ_s, not σ_s·C0", "fairdp_core/rules/dpsgd_s_paper.py",
              "noised_gram(gram[m], dim, self.sigma_s * self.c0, g)", "noised_gram(gram[m], dim, self.sigma_s, g)"),
     Breakage("Gram release: the noise orthogonal to the sums' span left out", "fairdp_core/rules/policy.py",
