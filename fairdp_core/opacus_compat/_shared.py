@@ -48,6 +48,24 @@ class _GroupBounds:
                              f"{int(g.min())}..{int(g.max())}")
         self._groups = g
 
+    def _require_groups(self) -> None:
+        if self._groups is None:
+            raise RuntimeError(f"{type(self).__name__}: call set_groups(groups) with the batch's group labels before "
+                               "step()")
+
+    def _batch(self) -> tuple[torch.Tensor, torch.Tensor] | None:
+        """Inside :meth:`_one_batch`: the batch's per-sample norms [B] and group labels [B] on the norms' device, or
+        None for an empty Poisson batch, whose bound is then max_k C_k (nothing to clip, sum or count)."""
+        if len(self.grad_samples[0]) == 0:
+            self.max_grad_norm = float(self.bounds.max())
+            self.last_sample_bounds = torch.empty(0)
+            return None
+        norms = _norms(self.grad_samples)
+        groups = self._groups.to(norms.device)
+        if len(groups) != len(norms):
+            raise ValueError(f"set_groups got {len(groups)} labels for a batch of {len(norms)}")
+        return norms, groups
+
     @contextlib.contextmanager
     def _one_batch(self):
         """Around a batch's clipping: afterwards (error or not) Opacus's scalar bound is max_k C_k again and the

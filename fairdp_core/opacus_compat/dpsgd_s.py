@@ -30,7 +30,7 @@ from opacus.optimizers import DPOptimizer
 
 from ..engine.accounting import split_sigma
 from ..rules.dpsgd_s import GroupQuantileClip
-from ._shared import _generate_noise, _GroupBounds, _make_private, _norms, _param_device
+from ._shared import _generate_noise, _GroupBounds, _make_private, _param_device
 
 __all__ = ["DPSGDSOptimizer", "make_private_dpsgd_s"]
 
@@ -73,17 +73,12 @@ class DPSGDSOptimizer(_GroupBounds, DPOptimizer):
 
 
     def clip_and_accumulate(self) -> None:
-        if self._groups is None:
-            raise RuntimeError("DPSGDSOptimizer: call set_groups(groups) with the batch's group labels before step()")
+        self._require_groups()
         with self._one_batch():
-            if len(self.grad_samples[0]) == 0:  # empty Poisson batch: nothing to clip, nothing to count
-                self.max_grad_norm = float(self.bounds.max())
-                self.last_sample_bounds = torch.empty(0)
+            batch = self._batch()
+            if batch is None:
                 return super().clip_and_accumulate()
-            norms = _norms(self.grad_samples)
-            groups = self._groups.to(norms.device)
-            if len(groups) != len(norms):
-                raise ValueError(f"set_groups got {len(groups)} labels for a batch of {len(norms)}")
+            norms, groups = batch
             self._counts += self._rule.counts(norms[None], groups[None], torch.ones_like(norms)[None])[0]
             # Opacus computes (max_grad_norm / (norm + 1e-6)).clamp(max=1): with per-sample bounds this is exactly
             # rules.policy.clip_factors (tests/test_opacus_compat.py checks the two agree).

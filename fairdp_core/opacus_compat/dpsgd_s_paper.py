@@ -31,7 +31,7 @@ from opacus.optimizers.optimizer import _check_processed_flag, _mark_as_processe
 
 from ..engine.accounting import split_sigma
 from ..rules.dpsgd_s_paper import GroupMeanRatioClip
-from ._shared import _generate_noise, _GroupBounds, _make_private, _norms, _param_device
+from ._shared import _generate_noise, _GroupBounds, _make_private, _param_device
 
 __all__ = ["DPSGDSPaperOptimizer", "make_private_dpsgd_s_paper"]
 
@@ -69,18 +69,12 @@ class DPSGDSPaperOptimizer(_GroupBounds, DPOptimizer):
         self.released_counts = torch.zeros_like(self._counts)
 
     def clip_and_accumulate(self) -> None:
-        if self._groups is None:
-            raise RuntimeError("DPSGDSPaperOptimizer: call set_groups(groups) with the batch's group labels before "
-                               "step()")
+        self._require_groups()
         with self._one_batch():
-            if len(self.grad_samples[0]) == 0:  # empty Poisson batch: nothing to clip, sum or count
-                self.max_grad_norm = float(self.bounds.max())
-                self.last_sample_bounds = torch.empty(0)
+            batch = self._batch()
+            if batch is None:
                 return super().clip_and_accumulate()
-            norms = _norms(self.grad_samples)
-            groups = self._groups.to(norms.device)
-            if len(groups) != len(norms):
-                raise ValueError(f"set_groups got {len(groups)} labels for a batch of {len(norms)}")
+            norms, groups = batch
             # Opacus's (max_grad_norm / (norm + 1e-6)).clamp(max=1) with per-sample bounds (rules.policy.clip_factors)
             self.max_grad_norm = self.bounds[groups]
             self.last_sample_bounds = self.max_grad_norm.detach().clone()
