@@ -73,13 +73,19 @@ def _loader(X, y, g, B, seed):
     return DataLoader(ds, batch_size=B, generator=torch.Generator().manual_seed(seed))
 
 
-def test_dpsgd_s_optimizer_through_privacy_engine(tmp_path):
+def _minority_data(n: int = 2000, d: int = 6):
+    """X [n, d], labels y and groups g (a minority group 1, about 20%) that a small model learns to above 0.8."""
     rng = np.random.default_rng(0)
-    n, d = 2000, 6
     X = rng.normal(size=(n, d)).astype(np.float32)
-    g = (rng.random(n) < 0.2).astype(np.int64)  # a minority group 1
+    g = (rng.random(n) < 0.2).astype(np.int64)
     w = rng.normal(size=d)
     y = ((X @ w + 2.0 * g + 0.3 * rng.normal(size=n)) > 0).astype(np.int64)
+    return X, y, g
+
+
+def test_dpsgd_s_optimizer_through_privacy_engine(tmp_path):
+    X, y, g = _minority_data()
+    n, d = X.shape
     torch.manual_seed(0)
     model = build_model("mlp", (d,), 2, hidden=16)
     engine = PrivacyEngine(accountant="rdp")
@@ -251,12 +257,8 @@ def test_paper_rule_optimizer_noise_scales_and_accounting(tmp_path):
     from the release alone; the model still learns."""
     from fairdp_core.rules.dpsgd_s_paper import GroupMeanRatioClip
 
-    rng = np.random.default_rng(0)
-    n, d = 2000, 6
-    X = rng.normal(size=(n, d)).astype(np.float32)
-    g = (rng.random(n) < 0.2).astype(np.int64)
-    w = rng.normal(size=d)
-    y = ((X @ w + 2.0 * g + 0.3 * rng.normal(size=n)) > 0).astype(np.int64)
+    X, y, g = _minority_data()
+    n, d = X.shape
     torch.manual_seed(0)
     model = build_model("mlp", (d,), 2, hidden=256)
     engine = PrivacyEngine(accountant="rdp")

@@ -202,25 +202,31 @@ def test_results_do_not_depend_on_the_thread_count():
     assert all(torch.equal(out[0][k], out[1][k]) for k in out[0])
 
 
+def _reexec_probe(tmp_path, name: str, source: str, unset: str):
+    """``probe(**env)``: the stdout words of module ``name`` (``source``) run as a stage would run it, re-exec'd with
+    the reproducibility settings where the environment (without ``unset``, plus ``env``) lacks one of them (then the
+    probe runs in the new process; otherwise here, with no re-exec)."""
+    (tmp_path / f"{name}.py").write_text(source)
+    code = (f"from fairdp_core.stages import reexec_with_malloc_env as r; r({name!r}, []); "
+            f"import runpy; runpy.run_module({name!r}, run_name='__main__')")
+
+    def probe(**extra):
+        env = {k: v for k, v in os.environ.items() if k not in (unset, "FAIRDP_NO_REEXEC")}
+        env.update(extra, PYTHONPATH=f"{tmp_path}{os.pathsep}{ROOT}")
+        return subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                              check=True).stdout.split()
+
+    return probe
+
+
 def test_a_stage_runs_torchs_avx2_kernels_wherever_the_cpu_has_them(tmp_path):
     """Kernels of another vector width round differently (docs/pipeline.md): a stage re-execs itself with
     ATEN_CPU_CAPABILITY=avx2 on a CPU with AVX2 (torch then reports AVX2 even on an AVX-512 machine), keeps a value
     the user set, and sets nothing on a CPU without AVX2 (torch does not check, and would crash there)."""
     from fairdp_core.stages import _has_avx2
 
-    (tmp_path / "probe_capability.py").write_text(
-        "import os, torch\nprint(os.environ.get('ATEN_CPU_CAPABILITY'), torch.backends.cpu.get_cpu_capability())\n")
-    # re-exec'd, the probe module runs in the new process; where the environment already holds every setting there
-    # is no re-exec, and the probe runs here
-    code = ("from fairdp_core.stages import reexec_with_malloc_env as r; r('probe_capability', []); "
-            "import runpy; runpy.run_module('probe_capability', run_name='__main__')")
-
-    def probe(**extra):
-        env = {k: v for k, v in os.environ.items() if k not in ("ATEN_CPU_CAPABILITY", "FAIRDP_NO_REEXEC")}
-        env.update(extra, PYTHONPATH=f"{tmp_path}{os.pathsep}{ROOT}")
-        return subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
-                              check=True).stdout.split()
-
+    probe = _reexec_probe(tmp_path, "probe_capability", "import os, torch\nprint(os.environ.get("
+                          "'ATEN_CPU_CAPABILITY'), torch.backends.cpu.get_cpu_capability())\n", "ATEN_CPU_CAPABILITY")
     if _has_avx2():
         assert probe() == ["avx2", "AVX2"]
     else:
@@ -234,19 +240,9 @@ def test_a_stage_runs_openblas_haswell_kernels_wherever_the_cpu_has_avx2(tmp_pat
     user set (OpenBLAS runs that one), and sets nothing on a CPU without AVX2."""
     from fairdp_core.stages import _has_avx2
 
-    (tmp_path / "probe_blas.py").write_text(
-        "import os, numpy\nfrom threadpoolctl import threadpool_info\n"
-        "print(os.environ.get('OPENBLAS_CORETYPE'), *[i.get('architecture') for i in threadpool_info()"
-        " if i['internal_api'] == 'openblas'])\n")
-    code = ("from fairdp_core.stages import reexec_with_malloc_env as r; r('probe_blas', []); "
-            "import runpy; runpy.run_module('probe_blas', run_name='__main__')")
-
-    def probe(**extra):
-        env = {k: v for k, v in os.environ.items() if k not in ("OPENBLAS_CORETYPE", "FAIRDP_NO_REEXEC")}
-        env.update(extra, PYTHONPATH=f"{tmp_path}{os.pathsep}{ROOT}")
-        return subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
-                              check=True).stdout.split()
-
+    probe = _reexec_probe(tmp_path, "probe_blas", "import os, numpy\nfrom threadpoolctl import threadpool_info\n"
+                          "print(os.environ.get('OPENBLAS_CORETYPE'), *[i.get('architecture') for i in "
+                          "threadpool_info() if i['internal_api'] == 'openblas'])\n", "OPENBLAS_CORETYPE")
     if _has_avx2():
         assert probe() == ["Haswell", "Haswell"]
     else:
